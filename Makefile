@@ -13,6 +13,8 @@ PYTEST_ARGS ?=
 LAB      ?= lab01
 
 export PYTHONDONTWRITEBYTECODE := 1
+# nbgrader runs helpers such as `alembic` by name: the venv must come first on PATH.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: setup assets lab test labs check grade bench clean help
 

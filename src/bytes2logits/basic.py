@@ -155,6 +155,7 @@ class CharTokenizer:
 
     @property
     def vocab_size(self) -> int:
+        """Number of ids: the length of ``vocab`` (specials included)."""
         return len(self.vocab)
 
     def encode(self, text: str) -> list[int]:

@@ -1,0 +1,47 @@
+"""nbgrader configuration: the course root is this repository.
+
+solutions/ is nbgrader's source (instructor) folder and labs/ its release (student) folder. The settings
+below are the ones tested on this course (see docs/instructor-guide.md and tests/test_nbgrader_cycle.py).
+"""
+
+import os
+from pathlib import Path
+
+from bytes2logits.kit.nbexec import RobustExecute
+from bytes2logits.kit.settings import EXECUTE_TIMEOUT, IGNORE_STDERR_PATTERN, IGNORED_FILES, IOPUB_TIMEOUT
+from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
+
+ROOT = Path(__file__).resolve().parent
+
+# Kernels started by nbgrader inherit these: the grading bridge finds the hidden suites outside
+# solutions/ (files there would be copied into every release), and in-kernel pytest skips the scan of
+# installed plugins.
+os.environ.setdefault("BYTES2LOGITS_HIDDEN_TESTS", str(ROOT / "tests" / "hidden"))
+os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+
+c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
+
+c.CourseDirectory.root = os.environ.get("BYTES2LOGITS_COURSE_ROOT", str(ROOT))
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "labs"
+c.CourseDirectory.db_url = "sqlite:///" + str(Path(c.CourseDirectory.root) / "gradebook.db")
+c.CourseDirectory.ignore = IGNORED_FILES
+
+c.Execute.timeout = EXECUTE_TIMEOUT
+c.Execute.iopub_timeout = IOPUB_TIMEOUT
+c.OverwriteCells.add_missing_cells = True
+c.IgnorePattern.pattern = IGNORE_STDERR_PATTERN
+c.IgnorePattern.enabled = True
+c.ClearSolutions.enforce_metadata = True
+
+# nbgrader's own list, with Execute replaced by one that survives a dead or unresponsive kernel.
+c.Autograde.autograde_preprocessors = [
+    RobustExecute,
+    IgnorePattern,
+    ClearMetadataPreprocessor,
+    LimitOutput,
+    SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
+]

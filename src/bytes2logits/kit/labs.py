@@ -1,0 +1,139 @@
+"""The registry of labs: which reference objects each task is built from and how many points it is worth.
+
+One table serves the lab build (answer cells are generated from these objects), the grading bridge (a
+task's hidden suite is ``tests/hidden/<lab>/test_<task>.py``) and the reference mode of the hidden suites
+(the implementation under test is the package itself).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["LABS", "Lab", "Task", "find_lab", "repo_root", "hidden_root", "tool_env"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One graded task: an answer cell (``answer_<id>``) and an autograder cell (``<id>``)."""
+
+    id: str
+    title: str
+    objects: tuple[str, ...]
+    points: int
+
+
+@dataclass(frozen=True)
+class Lab:
+    """A lab notebook: ``solutions/<name>/<name>.ipynb`` (source) and ``labs/<name>/<name>.ipynb``."""
+
+    name: str
+    title: str
+    chapter: str
+    module: str
+    tasks: tuple[Task, ...]
+    # Imports and helpers shown (not graded) in the locked set-up cell.
+    imports: tuple[str, ...] = ()
+    given: tuple[str, ...] = ()
+    extra_names: tuple[str, ...] = field(default=())
+
+    @property
+    def number(self) -> str:
+        return self.name[3:5]
+
+    def task(self, task_id: str) -> Task:
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        raise KeyError(f"{self.name} has no task {task_id!r}; tasks: {', '.join(t.id for t in self.tasks)}")
+
+    def reference_module(self):
+        return importlib.import_module(self.module)
+
+    def exported_names(self) -> list[str]:
+        names = list(self.given) + list(self.extra_names)
+        for t in self.tasks:
+            names.extend(t.objects)
+        return names
+
+    def reference_namespace(self) -> dict:
+        mod = self.reference_module()
+        return {name: getattr(mod, name) for name in self.exported_names()}
+
+    def source_notebook(self, root: Path | None = None) -> Path:
+        return (root or repo_root()) / "solutions" / self.name / f"{self.name}.ipynb"
+
+    def release_notebook(self, root: Path | None = None) -> Path:
+        return (root or repo_root()) / "labs" / self.name / f"{self.name}.ipynb"
+
+    @property
+    def total_points(self) -> int:
+        return sum(t.points for t in self.tasks)
+
+
+LABS: dict[str, Lab] = {
+    lab.name: lab
+    for lab in [
+        Lab(
+            name="lab01_tokenizers",
+            title="Lab 01 — byte and char tokenizers, and streaming decode",
+            chapter="course/01_the_model_speaks_integers.ipynb",
+            module="bytes2logits.basic",
+            imports=("import json", "import operator", "from pathlib import Path"),
+            given=("REPLACEMENT", "_as_id"),
+            tasks=(
+                Task("byte_tokenizer", "A byte tokenizer", ("ByteTokenizer",), 3),
+                Task("char_tokenizer", "A char tokenizer with a file format", ("CharTokenizer",), 4),
+                Task("stream_decoder", "Streaming decode", ("decode_utf8_prefix", "StreamDecoder"), 3),
+            ),
+        ),
+    ]
+}
+
+
+def find_lab(name_or_path: str | os.PathLike) -> Lab:
+    """The lab a name (``lab01`` or ``lab01_tokenizers``) or a notebook path belongs to."""
+    text = Path(name_or_path).name
+    m = re.match(r"(lab\d\d)", text)
+    if m:
+        for lab in LABS.values():
+            if lab.name.startswith(m.group(1)):
+                return lab
+    raise KeyError(f"no lab matches {str(name_or_path)!r}; labs: {', '.join(LABS)}")
+
+
+def repo_root() -> Path:
+    """The course repository (the package is installed from it in editable mode)."""
+    env = os.environ.get("BYTES2LOGITS_ROOT")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "nbgrader_config.py").is_file() and (parent / "solutions").is_dir():
+            return parent
+    raise RuntimeError("cannot find the course repository; set BYTES2LOGITS_ROOT to its folder")
+
+
+def hidden_root() -> Path:
+    """Where the hidden suites live: ``$BYTES2LOGITS_HIDDEN_TESTS`` or ``<repo>/tests/hidden``."""
+    env = os.environ.get("BYTES2LOGITS_HIDDEN_TESTS")
+    return Path(env) if env else repo_root() / "tests" / "hidden"
+
+
+def tool_env(**extra: str) -> dict:
+    """Environment for running the course's tools in a subprocess.
+
+    nbgrader runs helper executables (``alembic``) by name, so the folder of this interpreter's scripts
+    must be on PATH even when the virtual environment was not activated.
+    """
+    import sys
+
+    bindir = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **extra}
+    if bindir not in path.split(os.pathsep):
+        env["PATH"] = bindir + os.pathsep + path
+    return env

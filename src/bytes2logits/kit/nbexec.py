@@ -1,0 +1,77 @@
+"""Notebook execution that survives a dead or unresponsive kernel.
+
+Stock nbgrader 0.9.6 gives up on the whole notebook when the kernel dies (``os._exit``, a segfault, out
+of memory) or stops answering (a loop that swallows ``KeyboardInterrupt`` ignores the interrupt nbgrader
+sends at the time limit): every grade becomes None and ``autograde`` exits 1. :class:`RobustExecute`
+instead records an error in the cell that broke the kernel, starts a fresh kernel, silently re-runs the
+earlier non-test cells so that definitions and imports exist again, and goes on with the next cell. The
+cell that broke scores 0 and every other cell is graded as usual.
+
+It is registered for autograding in ``nbgrader_config.py`` and used by ``python -m bytes2logits check``,
+so a learner's local check and the class's autograde behave the same.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbformat.notebooknode import NotebookNode
+from nbgrader.preprocessors import Execute
+
+__all__ = ["RobustExecute"]
+
+
+def _error_output(ename: str, evalue: str) -> NotebookNode:
+    return NotebookNode(output_type="error", ename=ename, evalue=evalue,
+                        traceback=[f"{ename}: {evalue}"])
+
+
+class RobustExecute(Execute):
+    """nbgrader's ``Execute`` preprocessor, plus recovery from a dead or unresponsive kernel."""
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._broken_cells: set[int] = set()
+        self._gave_up = False
+        return super().preprocess(nb, resources, km)
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code":
+            return super().preprocess_cell(cell, resources, index)
+        if self._gave_up:
+            cell.outputs = [_error_output("KernelUnavailable", "the kernel could not be restarted; not run")]
+            return cell, self.resources
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            reason = ("KernelDied", "the kernel died while running this cell (os._exit, a crash, or out of "
+                      "memory); a fresh kernel ran the rest of the notebook")
+        except CellTimeoutError:
+            reason = ("KernelUnresponsive", f"this cell did not stop within {self.timeout} s, even when "
+                      "interrupted; a fresh kernel ran the rest of the notebook")
+        self.log.warning("cell %d: %s; restarting the kernel", index, reason[0])
+        cell.outputs = list(cell.get("outputs", [])) + [_error_output(*reason)]
+        self._broken_cells.add(index)
+        self._restart_and_replay(index)
+        return cell, self.resources
+
+    def _restart_and_replay(self, upto: int) -> None:
+        """Start a new kernel and re-run cells ``0..upto-1`` that define things (not tests, not breakers)."""
+        try:
+            self._cleanup_kernel()
+        except Exception as e:  # noqa: BLE001 - the old kernel may be half dead; a new one is what matters
+            self.log.warning("cleaning up the old kernel failed: %s", e)
+        try:
+            self.km = self.create_kernel_manager()
+            self.start_new_kernel()
+            self.start_new_kernel_client()
+            for j, earlier in enumerate(self.nb.cells[:upto]):
+                if earlier.cell_type != "code" or j in self._broken_cells:
+                    continue
+                if earlier.get("metadata", {}).get("nbgrader", {}).get("grade"):
+                    continue
+                scratch = copy.deepcopy(earlier)
+                super().preprocess_cell(scratch, self.resources, j)  # outputs of the first run are kept
+        except Exception as e:  # noqa: BLE001
+            self.log.error("could not restore a working kernel: %s", e)
+            self._gave_up = True

@@ -7,17 +7,20 @@ below are the ones tested on this course (see docs/instructor-guide.md and tests
 import os
 from pathlib import Path
 
+from bytes2logits.kit.labs import hidden_root
 from bytes2logits.kit.nbexec import RobustExecute
 from bytes2logits.kit.settings import EXECUTE_TIMEOUT, IGNORE_STDERR_PATTERN, IGNORED_FILES, IOPUB_TIMEOUT
-from nbconvert.preprocessors import ClearMetadataPreprocessor
-from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades,
+                                    IgnorePattern, LimitOutput, SaveAutoGrades)
 
 ROOT = Path(__file__).resolve().parent
 
 # Kernels started by nbgrader inherit these: the grading bridge finds the hidden suites outside
 # solutions/ (files there would be copied into every release), and in-kernel pytest skips the scan of
 # installed plugins.
-os.environ.setdefault("BYTES2LOGITS_HIDDEN_TESTS", str(ROOT / "tests" / "hidden"))
+_here = ROOT / "tests" / "hidden"
+os.environ.setdefault("BYTES2LOGITS_HIDDEN_TESTS", str(_here if _here.is_dir() else hidden_root()))
 os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
@@ -45,3 +48,8 @@ c.Autograde.autograde_preprocessors = [
     AssignLatePenalties,
     CheckCellMetadata,
 ]
+
+# Feedback shows each test cell's visible asserts and the learner's teaching lines, never the hidden block
+# (stock nbgrader leaves it in, upstream issues #917 and #1363).
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+c.ClearHiddenTests.enforce_metadata = False

@@ -1,0 +1,109 @@
+"""``make grade``: the whole nbgrader cycle for a class, in one command.
+
+With the learners' work collected under ``submitted/<student>/<lab>/`` (``nbgrader collect`` on JupyterHub,
+``nbgrader zip_collect`` for uploaded files, or copied by hand), this runs, in the course root:
+
+1. ``nbgrader generate_assignment`` — records each lab's test cells in the gradebook (into a scratch
+   release folder, so the committed ``labs/`` is never rewritten);
+2. ``nbgrader autograde`` — runs every submission with the hidden suites (one process for all);
+3. ``nbgrader generate_feedback`` — HTML feedback per submission, without hidden blocks;
+4. ``nbgrader export`` — ``grades.csv``;
+
+then checks that no feedback file contains hidden-test code, and prints one line per submission.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from .labs import LABS, hidden_root, repo_root, tool_env
+
+__all__ = ["grade_class", "leaked_hidden_code", "main"]
+
+
+def _nbgrader(root: Path, *args: str, extra: list[str] | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "nbgrader", *args, *(extra or [])]
+    print("$ nbgrader " + " ".join(args), flush=True)
+    env = tool_env(BYTES2LOGITS_COURSE_ROOT=str(root), BYTES2LOGITS_HIDDEN_TESTS=str(hidden_root()))
+    result = subprocess.run(cmd, cwd=root, env=env, text=True, capture_output=True)
+    if result.returncode != 0:
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+    return result
+
+
+def leaked_hidden_code(feedback_dir: Path) -> list[str]:
+    """Feedback files that contain hidden-suite code or the hidden block (empty list when clean)."""
+    needles = {"BEGIN HIDDEN TESTS", "run_hidden_tests("}
+    for suite in hidden_root().rglob("test_*.py"):
+        for line in suite.read_text(encoding="utf-8").splitlines():
+            s = line.strip()
+            if len(s) >= 30 and not s.startswith(("#", '"""')) and '"""' not in s:
+                needles.add(s)
+    leaks = []
+    for html in sorted(feedback_dir.rglob("*.html")):
+        text = html.read_text(encoding="utf-8", errors="replace")
+        import html as html_mod
+
+        plain = html_mod.unescape(text)
+        found = [n for n in needles if n in plain or n in text]
+        if found:
+            leaks.append(f"{html}: {found[0]!r}")
+    return leaks
+
+
+def grade_class(root: Path, labs: list[str] | None = None, timeout: int | None = None) -> int:
+    """Run the cycle on the course in ``root``; return 0 when every step succeeded."""
+    root = root.resolve()
+    submitted = root / "submitted"
+    if not submitted.is_dir():
+        print(f"error: no submissions: {submitted} does not exist. Collect them first "
+              "(nbgrader collect LAB, or nbgrader zip_collect LAB).", file=sys.stderr)
+        return 2
+    wanted = labs or sorted({p.parent.name for p in submitted.glob("*/*/*.ipynb") if p.parent.name in LABS})
+    if not wanted:
+        print(f"error: no lab notebooks under {submitted}/<student>/<lab>/", file=sys.stderr)
+        return 2
+    extra = [f"--Execute.timeout={timeout}"] if timeout else []
+    scratch = ["--CourseDirectory.release_directory=build/release"]
+    for lab in wanted:
+        if _nbgrader(root, "generate_assignment", lab, "--force", *scratch).returncode:
+            return 1
+    for lab in wanted:
+        if _nbgrader(root, "autograde", lab, "--force", extra=extra).returncode:
+            return 1
+        if _nbgrader(root, "generate_feedback", lab, "--force").returncode:
+            return 1
+    if _nbgrader(root, "export", "--to", str(root / "grades.csv")).returncode:
+        return 1
+    leaks = leaked_hidden_code(root / "feedback")
+    if leaks:
+        print("error: feedback contains hidden-test code:\n  " + "\n  ".join(leaks), file=sys.stderr)
+        return 1
+    _print_scores(root, wanted)
+    return 0
+
+
+def _print_scores(root: Path, labs: list[str]) -> None:
+    from nbgrader.api import Gradebook
+
+    db = "sqlite:///" + str(root / "gradebook.db")
+    with Gradebook(db) as gb:
+        for lab in labs:
+            print(f"\n{lab}")
+            for sub in sorted(gb.assignment_submissions(lab), key=lambda s: s.student.id):
+                flag = "  (needs manual grading)" if sub.needs_manual_grade else ""
+                print(f"  {sub.student.id:<24} {sub.score:g}/{sub.max_score:g}{flag}")
+    print(f"\ngrades: {root / 'grades.csv'}   feedback: {root / 'feedback'}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bytes2logits grade", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, default=None, help="course root (default: this repository)")
+    parser.add_argument("--lab", action="append", dest="labs", help="only this lab (repeatable)")
+    parser.add_argument("--timeout", type=int, default=None, help="seconds per cell (default: nbgrader_config.py)")
+    args = parser.parse_args(argv)
+    return grade_class(args.root or repo_root(), args.labs, args.timeout)

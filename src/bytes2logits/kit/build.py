@@ -188,7 +188,7 @@ def build_release(root: Path | None = None, out: Path | None = None, labs: list[
         tmp = Path(tmp)
         for lab in labs:
             shutil.copytree(root / "solutions" / lab.name, tmp / "solutions" / lab.name,
-                            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+                            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", ".hypothesis"))
         (tmp / "nbgrader_config.py").write_text(
             "c = get_config()\n"
             f"c.CourseDirectory.root = {str(tmp)!r}\n"

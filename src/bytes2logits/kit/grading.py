@@ -18,6 +18,7 @@ import contextlib
 import io
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,6 +165,13 @@ def _teaching_message(doc: str, call) -> str:
 def run_suite(suite: Path, *, quiet: bool = True) -> tuple[list[TestOutcome], list[str], int]:
     """Run one hidden suite file with pytest in this process; return (outcomes, collection errors, exit code)."""
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    # Hypothesis keeps a cache folder; it belongs in a temporary place, not in the learner's folder.
+    store = os.path.join(tempfile.gettempdir(), "bytes2logits-hypothesis")
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = store
+    with contextlib.suppress(ImportError):
+        from hypothesis.configuration import set_hypothesis_home_dir
+
+        set_hypothesis_home_dir(store)
     root = hidden_root()
     # A submission's folder is the kernel's working directory: never import test machinery from it.
     cwd = os.getcwd()

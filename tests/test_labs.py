@@ -1,0 +1,140 @@
+"""Labs: generated from one source, released without answers, graded the same way everywhere."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from bytes2logits.kit.build import BEGIN_HIDDEN, solution_lines, stale
+from bytes2logits.kit.grading import Implementation, run_suite
+from bytes2logits.kit.labs import LABS, hidden_root, repo_root, tool_env
+
+ROOT = repo_root()
+NOTEBOOKS = sorted(p for d in ("course", "solutions", "labs") for p in (ROOT / d).rglob("*.ipynb")
+                   if ".ipynb_checkpoints" not in p.parts)
+
+
+@pytest.mark.slow
+def test_solutions_and_labs_are_up_to_date():
+    reasons = stale()
+    assert reasons == [], "run `make labs`:\n" + "\n".join(reasons)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_committed_notebooks_have_no_outputs(path):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code":
+            assert not cell.get("outputs") and cell.get("execution_count") is None, f"cell {i} has outputs"
+    assert "jupytext" not in nb["metadata"]
+
+
+@pytest.mark.parametrize("lab", LABS.values(), ids=lambda lab: lab.name)
+def test_release_holds_no_solution_or_hidden_code(lab):
+    nb = nbformat.read(lab.release_notebook(), as_version=4)
+    text = "\n".join(c.source for c in nb.cells)
+    assert BEGIN_HIDDEN not in text and "run_hidden_tests" not in text
+    assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text
+    leaked = [line for line in solution_lines(lab) if line in text]
+    assert leaked == [], f"solution code in the release: {leaked[:3]}"
+    assert len(solution_lines(lab)) > 10  # the check above has something to look for
+    assert list((lab.release_notebook().parent).iterdir()) == [lab.release_notebook()]
+    for suite in (hidden_root() / lab.name).glob("test_*.py"):
+        for line in suite.read_text().splitlines():
+            if len(line.strip()) > 40:
+                assert line.strip() not in text, f"hidden-test code in the release: {line.strip()!r}"
+
+
+@pytest.mark.parametrize("lab", LABS.values(), ids=lambda lab: lab.name)
+def test_every_task_has_a_hidden_suite_and_cells(lab):
+    nb = nbformat.read(lab.source_notebook(), as_version=4)
+    ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells}
+    for task in lab.tasks:
+        assert (hidden_root() / lab.name / f"test_{task.id}.py").is_file()
+        assert {task.id, f"answer_{task.id}"} <= ids
+
+
+@pytest.mark.parametrize("lab", LABS.values(), ids=lambda lab: lab.name)
+def test_hidden_suites_pass_on_solution_and_fail_on_release(lab):
+    """Every hidden test passes on the solution notebook and every one fails on the blank release."""
+    for notebook, want_pass in ((lab.source_notebook(), True), (lab.release_notebook(), False)):
+        cmd = [sys.executable, "-m", "pytest", str(hidden_root() / lab.name), "-q", "-p", "no:cacheprovider",
+               "--impl", str(notebook), "-o", "addopts=", "--import-mode=importlib", "-rN"]
+        r = subprocess.run(cmd, cwd=ROOT, env=tool_env(), capture_output=True, text=True, timeout=600)
+        last = r.stdout.strip().splitlines()[-1]
+        if want_pass:
+            assert r.returncode == 0 and " passed" in last and "failed" not in last, last
+        else:
+            assert "passed" not in last and " failed" in last, f"{notebook.name}: some hidden tests pass on the stub: {last}"
+
+
+def test_missing_name_is_a_teaching_failure():
+    lab = LABS["lab01_tokenizers"]
+    impl = Implementation({}, "your notebook")
+    with pytest.raises(AttributeError) as info:
+        impl.ByteTokenizer
+    assert "does not define `ByteTokenizer`" in str(info.value)
+    assert lab.name
+
+
+def test_feedback_lines_are_words_not_code(tmp_path, monkeypatch):
+    """The bridge reports a failed check by name and docstring, without test code or values."""
+    from bytes2logits.kit import grading
+
+    ns = dict(LABS["lab01_tokenizers"].reference_namespace())
+
+    class Wrong(ns["ByteTokenizer"]):
+        def decode(self, ids):
+            return bytes(i % 256 for i in ids).decode("utf-8", "replace")
+
+    ns["ByteTokenizer"] = Wrong
+    grading._ACTIVE = Implementation(ns, "test")
+    try:
+        outcomes, errors, _ = run_suite(hidden_root() / "lab01_tokenizers" / "test_byte_tokenizer.py")
+    finally:
+        grading._ACTIVE = None
+    failed = [o for o in outcomes if not o.passed]
+    assert not errors and failed and len(failed) < len(outcomes)
+    for o in failed:
+        assert o.name.startswith("test_") and o.message
+        assert "assert " not in o.message and "==" not in o.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lab", LABS.values(), ids=lambda lab: lab.name)
+def test_check_command_full_marks_on_solution_zero_on_release(lab):
+    def check(nb):
+        cmd = [sys.executable, "-m", "bytes2logits", "check", str(nb)]
+        return subprocess.run(cmd, cwd=ROOT, env=tool_env(), capture_output=True, text=True, timeout=600)
+
+    good = check(lab.source_notebook())
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert f"score: {lab.total_points}/{lab.total_points}" in good.stdout
+    blank = check(lab.release_notebook())
+    assert blank.returncode == 1
+    assert f"score: 0/{lab.total_points}" in blank.stdout
+    for task in lab.tasks:
+        assert task.id in blank.stdout
+
+
+@pytest.mark.slow
+def test_check_grades_a_learners_partial_copy(tmp_path):
+    """A copy with one task done scores exactly that task; the learner's file is not modified."""
+    lab = LABS["lab01_tokenizers"]
+    sol = nbformat.read(lab.source_notebook(), as_version=4)
+    answer = next(c.source for c in sol.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_byte_tokenizer")
+    nb = nbformat.read(lab.release_notebook(), as_version=4)
+    for c in nb.cells:
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_byte_tokenizer":
+            c.source = answer
+    copy = tmp_path / "lab01_tokenizers.ipynb"
+    nbformat.write(nb, copy)
+    before = copy.read_bytes()
+    r = subprocess.run([sys.executable, "-m", "bytes2logits", "check", str(copy)], cwd=tmp_path, env=tool_env(),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1
+    assert "score: 3/10" in r.stdout
+    assert copy.read_bytes() == before

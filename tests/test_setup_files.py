@@ -1,0 +1,62 @@
+"""The set-up files agree with each other: environment.yml, pyproject.toml, Makefile, .ci/run, README."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _norm(req: str) -> str:
+    return re.sub(r"\s+", "", req).lower()
+
+
+def _env_pip_list() -> list[str]:
+    lines = (ROOT / "environment.yml").read_text().splitlines()
+    out, inside = [], False
+    for line in lines:
+        if re.match(r"^\s*- pip:\s*$", line):
+            inside = True
+            continue
+        if inside:
+            m = re.match(r"^\s+- (.+?)\s*$", line)
+            if not m:
+                break
+            out.append(m.group(1))
+    return out
+
+
+def test_environment_yml_matches_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    expected = [_norm(r) for r in project["dependencies"] + project["optional-dependencies"]["course"]]
+    listed = _env_pip_list()
+    assert listed, "environment.yml has no pip list"
+    assert listed[-1] == "-e .[course]", "environment.yml should end by installing the package itself"
+    assert sorted(_norm(r) for r in listed[:-1]) == sorted(expected)
+    assert re.search(r"^\s+- python=3\.11\s*$", (ROOT / "environment.yml").read_text(), re.M)
+
+
+def test_pinned_course_versions():
+    course = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["course"]
+    pins = {r.split("==")[0]: r.split("==")[1] for r in course if "==" in r}
+    assert pins["nbgrader"] == "0.9.6"
+    assert pins["jupyterlab"].startswith("4.6.")
+    assert pins["notebook"].startswith("7.")
+    assert pins["ipywidgets"].startswith("8.1.")
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    ci = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()
+          if ln.strip() and not ln.strip().startswith("#") and not ln.startswith(("set ", "cd "))]
+    assert ci == ["make test"]
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"^(make \w+)\s*$", quick, re.M)
+    assert commands == ["make lab", "make test"]
+
+
+@pytest.mark.parametrize("target", ["setup", "assets", "lab", "test", "labs", "check", "grade"])
+def test_makefile_targets(target):
+    assert re.search(rf"^{target}:", (ROOT / "Makefile").read_text(), re.M)

@@ -11,6 +11,8 @@ LAB_ARGS ?=
 # Extra arguments for pytest, e.g. make test PYTEST_ARGS="-x -k stream"
 PYTEST_ARGS ?=
 LAB      ?= lab01
+# Jupyter refuses to run as root without this flag (CI and containers run as root).
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 export PYTHONDONTWRITEBYTECODE := 1
 # nbgrader runs helpers such as `alembic` by name: the venv must come first on PATH.
@@ -38,7 +40,7 @@ assets: setup
 
 lab: assets
 	@echo "Starting JupyterLab; open the URL printed below (course/ holds the chapters, labs/ the labs)."
-	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(LAB_ARGS)
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(ROOT_FLAG) $(LAB_ARGS)
 
 test: assets
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

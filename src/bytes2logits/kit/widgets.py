@@ -1,0 +1,78 @@
+"""Small interactive views for the chapters.
+
+Each view is a pure function of its input that returns data or HTML (tested directly); the ipywidgets
+part only wires an input box to it, so a notebook without a live kernel still shows the last rendering.
+"""
+
+from __future__ import annotations
+
+import html
+import unicodedata
+
+__all__ = ["utf8_rows", "utf8_table_html", "utf8_explorer", "stream_rows"]
+
+
+def utf8_rows(text: str) -> list[dict]:
+    """One row per code point of ``text``: the character, its code point, name, UTF-8 bytes and ids."""
+    rows = []
+    for ch in text:
+        raw = ch.encode("utf-8")
+        rows.append({
+            "char": ch,
+            "code point": f"U+{ord(ch):04X}",
+            "name": unicodedata.name(ch, "<unnamed>"),
+            "bytes": " ".join(f"{b:02x}" for b in raw),
+            "ids": list(raw),
+        })
+    return rows
+
+
+_COLORS = ["#dbeafe", "#dcfce7", "#fef9c3", "#fce7f3", "#ede9fe", "#ffedd5"]
+
+
+def utf8_table_html(text: str) -> str:
+    """An HTML table for :func:`utf8_rows`, with the bytes of each character in one colour."""
+    rows = utf8_rows(text)
+    head = "".join(f"<th style='padding:2px 8px'>{h}</th>" for h in ("char", "code point", "name", "UTF-8 bytes", "ids"))
+    body = []
+    for k, r in enumerate(rows):
+        color = _COLORS[k % len(_COLORS)]
+        shown = html.escape(r["char"]) if r["char"].isprintable() and not r["char"].isspace() else "&#9251;" \
+            if r["char"] == " " else html.escape(repr(r["char"]))
+        body.append(
+            f"<tr style='background:{color}'><td style='padding:2px 8px;font-size:1.3em'>{shown}</td>"
+            f"<td style='padding:2px 8px'><code>{r['code point']}</code></td>"
+            f"<td style='padding:2px 8px;font-size:0.85em'>{html.escape(r['name'].lower())}</td>"
+            f"<td style='padding:2px 8px'><code>{r['bytes']}</code></td>"
+            f"<td style='padding:2px 8px'><code>{r['ids']}</code></td></tr>")
+    n_bytes = sum(len(r["ids"]) for r in rows)
+    summary = f"<p>{len(rows)} code point(s) &rarr; {n_bytes} byte id(s)</p>"
+    return f"{summary}<table style='border-collapse:collapse'><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def utf8_explorer(initial: str = "héllo 🙂"):
+    """A text box: type anything and see characters → UTF-8 bytes → ids, updated as you type."""
+    import ipywidgets as w
+
+    box = w.Text(value=initial, description="text:", continuous_update=True,
+                 layout=w.Layout(width="60%"))
+    out = w.HTML(value=utf8_table_html(initial))
+
+    def update(change):
+        out.value = utf8_table_html(change["new"])
+
+    box.observe(update, names="value")
+    return w.VBox([box, out])
+
+
+def stream_rows(tokenizer, ids, decoder_cls) -> list[dict]:
+    """What a streaming server shows for each id: the id, its bytes, what is pending, the emitted chunk."""
+    dec = decoder_cls(tokenizer)
+    rows = []
+    for i in ids:
+        chunk = dec.step(i)
+        rows.append({"id": i, "bytes": tokenizer.decode_bytes([i]).hex(" "), "pending": dec.pending.hex(" "),
+                     "emitted": chunk})
+    tail = dec.finish()
+    rows.append({"id": "finish()", "bytes": "", "pending": "", "emitted": tail})
+    return rows

@@ -89,7 +89,8 @@ def grade_notebook(path: str | os.PathLike, lab: Lab | None = None) -> list[Task
     os.environ["NBGRADER_EXECUTION"] = "autograde"
     log = logging.getLogger("bytes2logits.check")
     try:
-        ex = RobustExecute(timeout=EXECUTE_TIMEOUT, iopub_timeout=IOPUB_TIMEOUT, kernel_name="python3")
+        ex = RobustExecute(timeout=EXECUTE_TIMEOUT, iopub_timeout=IOPUB_TIMEOUT, kernel_name="python3",
+                           extra_arguments=["--IPKernelApp.log_level=ERROR"])
         ex.log = log
         ex.preprocess(nb, {"metadata": {"path": str(path.parent)}})
     finally:

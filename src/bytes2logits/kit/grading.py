@@ -213,7 +213,11 @@ def run_hidden_tests(lab: str, task: str, namespace: dict, points: float) -> flo
     total = len(outcomes)
     earned = round(points * passed / total, 2)
     print(f"{task}: {passed}/{total} hidden checks passed -> {earned:g}/{points:g} points")
+    failures: dict[tuple[str, str], int] = {}
     for o in outcomes:
         if not o.passed:
-            print(f"  x {o.name}: {o.message}")
+            failures[(o.name, o.message)] = failures.get((o.name, o.message), 0) + 1
+    for (name, message), count in failures.items():
+        cases = f" ({count} cases)" if count > 1 else ""
+        print(f"  x {name}{cases}: {message}")
     return earned

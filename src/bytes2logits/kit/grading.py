@@ -175,7 +175,15 @@ def run_suite(suite: Path, *, quiet: bool = True) -> tuple[list[TestOutcome], li
     root = hidden_root()
     # A submission's folder is the kernel's working directory: never import test machinery from it.
     cwd = os.getcwd()
+    saved_path = list(sys.path)
     sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd)]
+    try:
+        return _run_pytest(suite, root)
+    finally:
+        sys.path[:] = saved_path
+
+
+def _run_pytest(suite: Path, root: Path) -> tuple[list[TestOutcome], list[str], int]:
     import pytest
 
     collector = _Collector()

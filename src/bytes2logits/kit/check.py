@@ -16,14 +16,11 @@ from pathlib import Path
 
 import nbformat
 
+from .build import _nbgrader_meta as _meta
 from .labs import Lab, find_lab, hidden_root, repo_root
 from .settings import EXECUTE_TIMEOUT, IGNORE_STDERR_PATTERN, IOPUB_TIMEOUT
 
 __all__ = ["TaskScore", "grade_notebook", "main"]
-
-
-def _meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
 
 
 def _with_instructor_cells(nb, solution) -> None:

@@ -49,7 +49,8 @@ __all__ = [
 ]
 
 # When top-p runs on the whole vocabulary (top_k off), first try the best few hundred candidates: their
-# probabilities usually already add up to p, which avoids sorting 150k logits (llama.cpp does the same).
+# probabilities usually already add up to p, which avoids sorting 150k logits (llama.cpp also tries 256
+# first, then sorts everything; here the window grows 8-fold at a time).
 _TOP_P_FIRST_TRY = 256
 
 
@@ -150,19 +151,20 @@ def top_p_filter(ids: np.ndarray, logits: np.ndarray, p: float) -> tuple[np.ndar
     checked after adding each token; the token that makes it reach ``p`` is kept and the rest are
     dropped. At least one token always survives. ``p >= 1`` switches the stage off.
 
-    The result is sorted largest first. On a huge unsorted list it first tries only the best 256
-    candidates and falls back to a full sort only if they do not reach ``p``.
+    The result is sorted largest first. On a huge list it first looks only at the best 256 candidates
+    (found with ``argpartition``, no full sort) and widens the window 8-fold until the sum reaches ``p``.
     """
     if p >= 1.0 or len(logits) <= 1:
         return ids, logits
     probs = softmax(logits)
     n = len(logits)
-    first_try = n if n <= 4 * _TOP_P_FIRST_TRY else _TOP_P_FIRST_TRY
-    pos = _top_positions(ids, logits, first_try)
-    cum = np.cumsum(probs[pos])
-    if cum[-1] < p and len(pos) < n:  # the best few were not enough: sort everything
-        pos = _descending_order(ids, logits)
+    m = n if n <= 4 * _TOP_P_FIRST_TRY else _TOP_P_FIRST_TRY
+    while True:
+        pos = _top_positions(ids, logits, m)
         cum = np.cumsum(probs[pos])
+        if cum[-1] >= p or m >= n:
+            break
+        m = min(8 * m, n)  # the best m were not enough: look at 8 times as many
     reached = np.flatnonzero(cum >= p)
     keep = int(reached[0]) + 1 if len(reached) else len(pos)  # rounding may leave the sum just below p
     pos = pos[:keep]

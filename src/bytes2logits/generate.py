@@ -389,6 +389,8 @@ class Generation:
         in ``unevaluated_ids``.
     ``unevaluated_ids``
         sampled ids that are not in the KV cache (normally just the last one; empty if none was sampled).
+    ``start_pos``, ``done``
+        where the prompt went in the cache; whether the loop has finished (``stop_reason`` is set then).
     ``prefill_seconds``, ``prefill_tokens_per_second``
         time of the single prompt ``forward`` call and prompt tokens per second.
     ``decode_seconds``, ``decode_tokens_per_second``

@@ -68,9 +68,9 @@ __all__ = [
     "quantize_activation",
 ]
 
-# Blocks processed per step: about 64K values, i.e. a 256 KB float32 output and ~64 KB of uint8 scratch,
+# Blocks processed per step: about 32K values, i.e. a 128 KB float32 output and ~32 KB of uint8 scratch,
 # small enough to stay in the L2 cache, big enough that NumPy's per-call overhead does not matter.
-_CHUNK_VALUES = 1 << 16
+_CHUNK_VALUES = 1 << 15
 
 _F16 = np.dtype("<f2")
 _F32 = np.dtype("<f4")
@@ -166,7 +166,8 @@ def _dequant_q8_0(blocks: np.ndarray, out: np.ndarray) -> None:
           2 bytes    32 bytes
     """
     d = _half(blocks, 0)
-    np.multiply(blocks[:, 2:].view(np.int8), d, out=out)
+    np.copyto(out, blocks[:, 2:].view(np.int8))  # int8 -> float32 (exact)
+    np.multiply(out, d, out=out)
 
 
 def _dequant_q4_0(blocks: np.ndarray, out: np.ndarray) -> None:
@@ -177,7 +178,8 @@ def _dequant_q4_0(blocks: np.ndarray, out: np.ndarray) -> None:
     d = _half(blocks, 0)
     q = _nibbles(blocks[:, 2:18])
     q -= np.uint8(8)  # wraps around in uint8; read as int8 it is q - 8 in -8..7
-    np.multiply(d, q.view(np.int8), out=out)
+    np.copyto(out, q.view(np.int8))
+    np.multiply(d, out, out=out)
 
 
 def _dequant_q4_1(blocks: np.ndarray, out: np.ndarray) -> None:
@@ -186,7 +188,8 @@ def _dequant_q4_1(blocks: np.ndarray, out: np.ndarray) -> None:
         | d (fp16) | m (fp16) | byte 0 .. byte 15 |      byte j = [ q(j+16) | q(j) ]
     """
     d, m = _half(blocks, 0), _half(blocks, 2)
-    np.multiply(d, _nibbles(blocks[:, 4:20]), out=out)
+    np.copyto(out, _nibbles(blocks[:, 4:20]))
+    np.multiply(d, out, out=out)
     np.add(out, m, out=out)
 
 
@@ -210,7 +213,8 @@ def _dequant_q5_0(blocks: np.ndarray, out: np.ndarray) -> None:
     d = _half(blocks, 0)
     q = _five_bit(blocks[:, 2:6], blocks[:, 6:22])
     q -= np.uint8(16)  # as int8: q - 16 in -16..15
-    np.multiply(d, q.view(np.int8), out=out)
+    np.copyto(out, q.view(np.int8))
+    np.multiply(d, out, out=out)
 
 
 def _dequant_q5_1(blocks: np.ndarray, out: np.ndarray) -> None:
@@ -219,7 +223,8 @@ def _dequant_q5_1(blocks: np.ndarray, out: np.ndarray) -> None:
         | d (fp16) | m (fp16) | qh (4 bytes) | byte 0 .. byte 15 |
     """
     d, m = _half(blocks, 0), _half(blocks, 2)
-    np.multiply(d, _five_bit(blocks[:, 4:8], blocks[:, 8:24]), out=out)
+    np.copyto(out, _five_bit(blocks[:, 4:8], blocks[:, 8:24]))
+    np.multiply(d, out, out=out)
     np.add(out, m, out=out)
 
 
@@ -236,9 +241,9 @@ def _dequant_q2_k(blocks: np.ndarray, out: np.ndarray) -> None:
     d, dmin = _half(blocks, 80), _half(blocks, 82)
     dl = np.multiply(d, scales & np.uint8(0x0F), dtype=np.float32)[:, :, None]  # (n, 16, 1)
     ml = np.multiply(dmin, scales >> np.uint8(4), dtype=np.float32)[:, :, None]
-    q = _crumbs(blocks[:, 16:80], 2).reshape(n, 16, 16)
     o = out.reshape(n, 16, 16)
-    np.multiply(dl, q, out=o)
+    np.copyto(o, _crumbs(blocks[:, 16:80], 2).reshape(n, 16, 16))
+    np.multiply(dl, o, out=o)
     np.subtract(o, ml, out=o)
 
 
@@ -271,7 +276,8 @@ def _dequant_q3_k(blocks: np.ndarray, out: np.ndarray) -> None:
     q |= h
     q -= np.uint8(4)  # lo + 4h - 4 = lo - 4(1-h), as int8 in -4..3
     o = out.reshape(n, 16, 16)
-    np.multiply(dl, q.view(np.int8).reshape(n, 16, 16), out=o)
+    np.copyto(o, q.view(np.int8).reshape(n, 16, 16))
+    np.multiply(dl, o, out=o)
 
 
 def _four_bit_k(qs: np.ndarray) -> np.ndarray:
@@ -301,7 +307,8 @@ def _dequant_q4_k(blocks: np.ndarray, out: np.ndarray) -> None:
     dl = np.multiply(d, sc, dtype=np.float32)[:, :, None]  # (n, 8, 1)
     ml = np.multiply(dmin, mn, dtype=np.float32)[:, :, None]
     o = out.reshape(n, 8, 32)
-    np.multiply(dl, _four_bit_k(blocks[:, 16:144]), out=o)
+    np.copyto(o, _four_bit_k(blocks[:, 16:144]))
+    np.multiply(dl, o, out=o)
     np.subtract(o, ml, out=o)
 
 
@@ -322,7 +329,8 @@ def _dequant_q5_k(blocks: np.ndarray, out: np.ndarray) -> None:
     h <<= np.uint8(4)
     q |= h
     o = out.reshape(n, 8, 32)
-    np.multiply(dl, q, out=o)
+    np.copyto(o, q)
+    np.multiply(dl, o, out=o)
     np.subtract(o, ml, out=o)
 
 
@@ -350,7 +358,8 @@ def _dequant_q6_k(blocks: np.ndarray, out: np.ndarray) -> None:
     q |= high
     q -= np.uint8(32)  # as int8: q - 32 in -32..31
     o = out.reshape(n, 16, 16)
-    np.multiply(dl, q.view(np.int8).reshape(n, 16, 16), out=o)
+    np.copyto(o, q.view(np.int8).reshape(n, 16, 16))
+    np.multiply(dl, o, out=o)
 
 
 _KERNELS = {

@@ -291,6 +291,31 @@ def test_raise_exception_names_its_line_and_message():
         ChatTemplate(source, name="strict").render(HI)
 
 
+def test_line_mapping_works_on_raw_and_rewritten_tracebacks():
+    # Jinja normally rewrites tracebacks (jinja2.debug) into fake frames that carry the template line; a
+    # traceback that was not rewritten has frames of the compiled Python code, mapped through the template's
+    # debug info. Both must give the same template line.
+    from bytes2logits import chat
+
+    t = ChatTemplate("a\nb\n{{ messages[0].content.nope() }}")
+    template = t._template
+    try:  # not rewritten: call the compiled render function directly
+        "".join(template.root_render_func(template.new_context({"messages": HI})))
+    except Exception as exc:  # noqa: BLE001
+        assert chat._template_line(exc, template, t._filename) == 3
+    else:
+        raise AssertionError("expected an error")
+    with pytest.raises(TemplateError, match="line 3"):  # rewritten, via Template.generate
+        t.render(HI)
+
+
+def test_recursive_loops_and_undefined_iterables_still_work():
+    t = ChatTemplate("{% for n in messages[0].content recursive %}{{ n.name }}({{ loop(n.kids) }}){% endfor %}"
+                     "{% for x in not_given %}never{% else %}!{% endfor %}")
+    tree = [{"type": "tree", "name": "a", "kids": [{"name": "b", "kids": []}]}]
+    assert t.render([{"role": "user", "content": tree}]) == "a(b())!"
+
+
 @pytest.mark.parametrize("expression", [
     "''.__class__",
     "''.__class__.__mro__[1].__subclasses__()",
@@ -377,6 +402,14 @@ def test_valid_messages_pass_validation():
 def test_bad_tools_and_documents(kwargs, match):
     with pytest.raises(TemplateError, match=match):
         ChatTemplate.chatml().render(HI, **kwargs)
+
+
+def test_docstring_examples():
+    import doctest
+
+    from bytes2logits import chat
+
+    assert doctest.testmod(chat).failed == 0
 
 
 def test_source_must_be_a_string():

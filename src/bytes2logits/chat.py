@@ -419,7 +419,7 @@ def _template_line(exc: BaseException, template: jinja2.Template, filename: str)
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, SecurityError):
         return f"refused by the sandbox: {exc}"
-    if isinstance(exc, UndefinedError) and exc.__class__ is UndefinedError:
+    if type(exc) is UndefinedError:
         return f"undefined: {exc}"
     if type(exc) is jinja2.exceptions.TemplateError:  # raise_exception(...) from the template itself
         return f"the template raised an error: {exc}"

@@ -1,0 +1,829 @@
+"""A tokenizer built from GGUF metadata alone (chapter 02, lab "tokenizer from GGUF metadata").
+
+A GGUF file carries its tokenizer as plain metadata: the vocabulary (``tokenizer.ggml.tokens``), a type
+per token (``tokenizer.ggml.token_type``), and either BPE merges (``tokenizer.ggml.merges``) or scores
+(``tokenizer.ggml.scores``). :class:`Tokenizer` turns those arrays back into ``encode``/``decode`` that give
+the same ids as llama.cpp, for three families, chosen by ``tokenizer.ggml.model``:
+
+``"gpt2"`` — byte-level BPE (GPT-2, Llama 3, Qwen, SmolLM, ...)
+    1. cut the text into pieces with the pre-tokenizer named by ``tokenizer.ggml.pre``
+       (see :mod:`bytes2logits.pretokenizers`);
+    2. write each piece's UTF-8 bytes as printable characters, one character per byte
+       (:data:`BYTE_TO_CHAR`; a space becomes ``"Ġ"``), so that every vocabulary entry is a string;
+    3. start from single characters and repeatedly merge the adjacent pair whose merge rule comes first
+       in the merge list (its *rank*), leftmost first on ties, until no pair has a rule;
+    4. look the final symbols up in the vocabulary.
+
+``"llama"`` — SentencePiece BPE with scores (Llama 2, Phi-3, ...)
+    Spaces become ``"▁"``, one ``"▁"`` is put in front of the text (``add_space_prefix``), then the
+    adjacent pair whose *concatenation is a vocabulary entry with the highest score* is merged, again and
+    again. Characters that end up as no token are written as byte tokens ``<0x41>``.
+
+``"bert"`` — WordPiece (BERT, BGE embeddings)
+    Lowercase, strip accents, split at whitespace and punctuation, then take the longest vocabulary
+    entry from the left of each word (word starts carry ``"▁"``; continuations have no prefix — the
+    ``##`` of the original BERT vocabulary was removed by the GGUF converter). A word that cannot be
+    covered becomes ``[UNK]``.
+
+Special tokens (``<|im_end|>``, ``<s>``...) are single ids that must only come from trusted text such as
+a chat template: by default :meth:`Tokenizer.encode` treats the text as plain text, so a user who types
+``<|im_end|>`` gets ordinary pieces, not the end-of-turn id.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import regex
+
+from .errors import TokenizerError
+from .pretokenizers import get_pre_tokenizer, split
+
+__all__ = ["Tokenizer", "BYTE_TO_CHAR", "CHAR_TO_BYTE", "TokenType", "SUPPORTED_MODELS"]
+
+SUPPORTED_MODELS = ("gpt2", "llama", "bert")
+
+
+class TokenType:
+    """The values of ``tokenizer.ggml.token_type`` (llama.cpp's ``llama_token_type``)."""
+
+    UNDEFINED = 0
+    NORMAL = 1        # an ordinary piece of text
+    UNKNOWN = 2       # <unk>
+    CONTROL = 3       # <s>, </s>, <|im_end|>: never typed by a user, only placed by a template
+    USER_DEFINED = 4  # added tokens that stand for literal text (llama.cpp matches these even in plain text)
+    UNUSED = 5
+    BYTE = 6          # SentencePiece byte fallback <0x00>..<0xFF>
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> printable character table.
+
+    The 188 bytes that are already printable Latin-1 characters (``!``..``~``, ``¡``..``¬``, ``®``..``ÿ``)
+    stand for themselves; the other 68 (controls, space, DEL, NBSP, soft hyphen) are given the code points
+    256, 257, ... in byte order. So byte 0x20 (space) is ``"Ġ"`` (U+0120) and 0x0A (newline) is ``"Ċ"``.
+    """
+    keep = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    table = {b: chr(b) for b in keep}
+    n = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + n)
+            n += 1
+    return dict(sorted(table.items()))
+
+
+#: byte value -> the printable character byte-level BPE vocabularies use for it
+BYTE_TO_CHAR: dict[int, str] = _bytes_to_unicode()
+#: the inverse of :data:`BYTE_TO_CHAR`
+CHAR_TO_BYTE: dict[str, int] = {c: b for b, c in BYTE_TO_CHAR.items()}
+# str.translate table: a str whose code points are byte values (latin-1 decoded) -> printable form
+_LATIN1_TO_BYTECHARS = {b: c for b, c in BYTE_TO_CHAR.items()}
+
+SPM_SPACE = "\u2581"  # ▁ LOWER ONE EIGHTH BLOCK: SentencePiece's visible space
+_ASCII_SPACE = " \t\n\v\f\r"  # what C's isspace() accepts, used for llama.cpp's lstrip/rstrip
+
+# Texts llama.cpp treats as end-of-generation (its special_eog_ids rule), and the ones it takes as the
+# end-of-turn token when tokenizer.ggml.eot_token_id is missing (first match in this order wins here).
+_EOG_TEXTS = (
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<｜end▁of▁sentence｜>", "[e~[",
+)
+_EOT_TEXTS = (
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+    "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>",
+)
+# fill-in-the-middle markers: llama.cpp makes them control tokens, and pad/repo/file-sep also stop generation
+_FIM_PRE = ("<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
+            "<|code_prefix|>", "<|prefix|>")
+_FIM_SUF = ("<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
+            "<|code_suffix|>", "<|suffix|>")
+_FIM_MID = ("<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>",
+            "<|code_middle|>", "<|middle|>")
+_FIM_PAD = ("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]")
+_FIM_REP = ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>")
+_FIM_SEP = ("<|file_sep|>",)
+
+_MISSING = object()
+
+
+def _first_present(token_to_id: Mapping[str, int], texts: Iterable[str]) -> int | None:
+    """The id of the first text in ``texts`` that is in the vocabulary, or ``None``."""
+    for t in texts:
+        i = token_to_id.get(t)
+        if i is not None:
+            return i
+    return None
+
+
+class Tokenizer:
+    """Text <-> token ids for a GGUF model, matching llama.cpp's ids.
+
+    Build one with :meth:`from_gguf` (a path or a :class:`~bytes2logits.gguf.GGUFReader`) or
+    :meth:`from_metadata` (any mapping with the ``tokenizer.*`` keys, handy for small hand-made
+    vocabularies).
+
+    >>> tok = Tokenizer.from_gguf("SmolLM2-135M-Instruct.Q4_1.gguf")      # doctest: +SKIP
+    >>> ids = tok.encode("Hello world")                                   # doctest: +SKIP
+    >>> tok.decode(ids)                                                    # doctest: +SKIP
+    'Hello world'
+
+    Attributes a caller needs: ``vocab_size``, ``model`` (``"gpt2"``, ``"llama"`` or ``"bert"``), ``pre``
+    (the pre-tokenizer name), ``bos_id``/``eos_id``/``eot_id``/``unk_id`` (``None`` when absent),
+    ``bos_token``/``eos_token`` (their texts), ``stop_ids`` (ids that end generation), ``add_bos``/
+    ``add_eos`` (what ``encode(..., add_special=True)`` adds), ``chat_template`` (``str`` or ``None``).
+    """
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_gguf(cls, path_or_reader) -> "Tokenizer":
+        """Read the tokenizer of a GGUF file: a path, or an already open ``GGUFReader``.
+
+        Only the metadata is used; tensors are never touched, so this works on vocab-only files.
+        """
+        if isinstance(path_or_reader, (str, os.PathLike)):
+            from .gguf import GGUFReader
+
+            path_or_reader = GGUFReader(path_or_reader)
+        metadata = getattr(path_or_reader, "metadata", None)
+        if not isinstance(metadata, Mapping):
+            raise TypeError("from_gguf() takes a path or an object with a .metadata mapping "
+                            f"(a GGUFReader), not {type(path_or_reader).__name__}")
+        return cls.from_metadata(metadata)
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, Any]) -> "Tokenizer":
+        """Build from a mapping of GGUF keys (``tokenizer.ggml.model``, ``tokenizer.ggml.tokens``, ...).
+
+        Every inconsistency raises :class:`~bytes2logits.errors.TokenizerError` naming the key.
+        """
+        return cls(metadata)
+
+    def __init__(self, metadata: Mapping[str, Any]):
+        """Validate the ``tokenizer.*`` keys of ``metadata`` and build the lookup tables.
+
+        Prefer :meth:`from_gguf` / :meth:`from_metadata`; this does the work for both.
+        """
+        md = metadata
+        model = md.get("tokenizer.ggml.model")
+        if not isinstance(model, str):
+            raise TokenizerError("tokenizer.ggml.model is missing or not a string")
+        if model not in SUPPORTED_MODELS:
+            raise TokenizerError(f"tokenizer.ggml.model = {model!r} is not supported "
+                                 f"(supported: {', '.join(SUPPORTED_MODELS)})")
+        self.model: str = model
+
+        # --- vocabulary -----------------------------------------------------------------------------
+        tokens = md.get("tokenizer.ggml.tokens")
+        if not isinstance(tokens, (list, tuple)) or not tokens:
+            raise TokenizerError("tokenizer.ggml.tokens is missing or not a non-empty list of strings")
+        tokens = list(tokens)
+        for i, t in enumerate(tokens):
+            if not isinstance(t, str):
+                raise TokenizerError(f"tokenizer.ggml.tokens[{i}] is {type(t).__name__}, not a string")
+            if t == "":  # llama.cpp renames empty entries so that they stay unique and visible
+                tokens[i] = f"[EMPTY_{i}]"
+        n = len(tokens)
+        self._tokens: list[str] = tokens
+        self._token_to_id: dict[str, int] = dict(zip(tokens, range(n)))
+        if len(self._token_to_id) != n:
+            seen: dict[str, int] = {}
+            for i, t in enumerate(tokens):
+                if t in seen:
+                    raise TokenizerError(f"tokenizer.ggml.tokens: {t!r} appears twice (ids {seen[t]} and {i})")
+                seen[t] = i
+
+        types = md.get("tokenizer.ggml.token_type")
+        if types is None:
+            types = [TokenType.NORMAL] * n
+        else:
+            types = [int(x) for x in types]
+            if len(types) != n:
+                raise TokenizerError(f"tokenizer.ggml.token_type has {len(types)} entries but "
+                                     f"tokenizer.ggml.tokens has {n}")
+        self._types: list[int] = types
+
+        scores = md.get("tokenizer.ggml.scores")
+        if scores is None:
+            self._scores = None
+        else:
+            self._scores = [float(x) for x in scores]
+            if len(self._scores) != n:
+                raise TokenizerError(f"tokenizer.ggml.scores has {len(self._scores)} entries but "
+                                     f"tokenizer.ggml.tokens has {n}")
+
+        # --- model-specific defaults (llama.cpp's, used when the keys are missing) --------------------
+        self.pre: str | None = None
+        self._pre = None
+        if model == "gpt2":
+            pre = md.get("tokenizer.ggml.pre")
+            if pre is not None and not isinstance(pre, str):
+                raise TokenizerError("tokenizer.ggml.pre is not a string")
+            self._pre = get_pre_tokenizer(pre)
+            self.pre = pre if pre is not None else "default"
+            self._patterns = self._pre.compiled
+            defaults = dict(bos=11, eos=11, unk=None, sep=None, add_bos=self._pre.add_bos)
+            self._load_merges(md)
+            self._byte_ids = {b: self._token_to_id.get(c) for b, c in BYTE_TO_CHAR.items()}
+            #: byte values that have no token: llama.cpp (and HF) silently drop such bytes when encoding
+            self.missing_bytes: frozenset[int] = frozenset(b for b, i in self._byte_ids.items() if i is None)
+            printable = [b for b in range(0x20, 0x7F) if b in self.missing_bytes]
+            if printable:
+                raise TokenizerError("tokenizer.ggml.tokens has no byte-level token for printable ASCII "
+                                     f"byte(s) {', '.join(hex(b) for b in printable)}")
+            self._cache: dict[str, tuple[int, ...]] = {}
+        elif model == "llama":
+            defaults = dict(bos=1, eos=2, unk=0, sep=None, add_bos=True)
+            self._byte_ids = {b: self._token_to_id.get(f"<0x{b:02X}>") for b in range(256)}
+            missing = [b for b, i in self._byte_ids.items() if i is None]
+            if missing:
+                raise TokenizerError(f"tokenizer.ggml.tokens lacks {len(missing)} byte-fallback token(s), "
+                                     f"e.g. <0x{missing[0]:02X}>")
+            self.missing_bytes = frozenset()
+            if self._scores is None:
+                self._scores = [0.0] * n
+        else:  # bert
+            defaults = dict(bos=101, eos=None, unk=100, sep=102, add_bos=True)
+            self.missing_bytes = frozenset()
+            self._max_token_chars = max(map(len, tokens))
+            self._lowercase = bool(md.get("tokenizer.ggml.normalizer.lowercase", True))
+            self._strip_accents = bool(md.get("tokenizer.ggml.normalizer.strip_accents", self._lowercase))
+
+        add_space_prefix = md.get("tokenizer.ggml.add_space_prefix", model == "llama")
+        self.add_space_prefix: bool = bool(add_space_prefix) and model == "llama"
+        self.add_bos: bool = bool(md.get("tokenizer.ggml.add_bos_token", defaults["add_bos"]))
+        self.add_eos: bool = bool(md.get("tokenizer.ggml.add_eos_token", False))
+
+        def special_id(key: str, default: int | None) -> int | None:
+            value = md.get(key)
+            if value is None:
+                return default if default is not None and default < n else None
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n:
+                raise TokenizerError(f"{key} = {value!r} is not a token id in 0..{n - 1}")
+            return value
+
+        self.bos_id: int | None = special_id("tokenizer.ggml.bos_token_id", defaults["bos"])
+        self.eos_id: int | None = special_id("tokenizer.ggml.eos_token_id", defaults["eos"])
+        self.unk_id: int | None = special_id("tokenizer.ggml.unknown_token_id", defaults["unk"])
+        self.sep_id: int | None = special_id("tokenizer.ggml.seperator_token_id", defaults["sep"])  # sic
+        self.pad_id: int | None = special_id("tokenizer.ggml.padding_token_id", None)
+        eot = special_id("tokenizer.ggml.eot_token_id", None)
+        eom = special_id("tokenizer.ggml.eom_token_id", None)
+        if self.add_bos and self.bos_id is None and model != "bert":
+            raise TokenizerError("tokenizer.ggml.add_bos_token is true, but tokenizer.ggml.bos_token_id is not set")
+        if self.add_eos and self.eos_id is None:
+            raise TokenizerError("tokenizer.ggml.add_eos_token is true, but tokenizer.ggml.eos_token_id is not set")
+
+        # --- special tokens -------------------------------------------------------------------------
+        # llama.cpp finds end-of-turn and fill-in-the-middle tokens by their text and makes them control
+        # tokens even if the converter forgot to (so plain text can never produce them).
+        t2i = self._token_to_id
+        if eot is None:
+            eot = _first_present(t2i, _EOT_TEXTS)
+        if eom is None:
+            eom = t2i.get("<|eom_id|>")
+        fim = {name: _first_present(t2i, texts) for name, texts in
+               (("pre", _FIM_PRE), ("suf", _FIM_SUF), ("mid", _FIM_MID),
+                ("pad", _FIM_PAD), ("rep", _FIM_REP), ("sep", _FIM_SEP))}
+        eog = {t2i[t] for t in _EOG_TEXTS if t in t2i}
+        for i in (*eog, eot, eom, *fim.values()):
+            if i is not None and types[i] != TokenType.CONTROL:
+                types[i] = TokenType.CONTROL
+        eog |= {i for i in (fim["pad"], fim["rep"], fim["sep"], self.eos_id, eot, eom) if i is not None}
+        # gpt-oss / solar-open: with <|return|> and <|call|> present, <|end|> only ends a message
+        texts = {tokens[i] for i in eog}
+        if "<|end|>" in texts and (("<|return|>" in texts and "<|call|>" in texts)
+                                   or ("<|calls|>" in texts and "<|flush|>" in texts)):
+            eog.discard(t2i["<|end|>"])
+        if "<|tool_response>" in texts and "</s>" in texts:  # gemma4: </s> is ordinary text there
+            eog.discard(t2i["</s>"])
+        self.eot_id: int | None = eot
+        self.stop_ids: frozenset[int] = frozenset(eog)
+
+        self._user_defined = {t: i for i, t in enumerate(tokens) if types[i] == TokenType.USER_DEFINED}
+        self._control = {t: i for i, t in enumerate(tokens)
+                         if types[i] in (TokenType.CONTROL, TokenType.UNKNOWN)}
+        # Phi-3: whitespace right after a special token belongs to the token (llama.cpp's RSTRIP rule)
+        name = str(md.get("general.name", "")).lower()
+        self._rstrip: frozenset[int] = frozenset()
+        if "phi-3" in name or "phi3" in name:
+            keep = {t2i.get(t) for t in ("<unk>", "<s>", "<|endoftext|>")}
+            ids = set(self._user_defined.values()) | set(self._control.values())
+            if "</s>" in t2i:
+                ids.add(t2i["</s>"])
+            self._rstrip = frozenset(ids - keep)
+        self._special_patterns: dict[Any, re.Pattern | None] = {}
+        self._piece_bytes: dict[int, bytes] = {}
+
+        template = md.get("tokenizer.chat_template")
+        self.chat_template: str | None = template if isinstance(template, str) else None
+
+    def _load_merges(self, md: Mapping[str, Any]) -> None:
+        """Read ``tokenizer.ggml.merges`` ("left right" strings) into a rank table.
+
+        The rank of a merge is its position in the list: lower ranks were learned earlier and are applied
+        first. The table is keyed by the merge string itself, so looking up the pair ``(a, b)`` is
+        ``ranks.get(a + " " + b)`` — byte-level vocabularies never contain a real space (it is ``"Ġ"``).
+        """
+        merges = md.get("tokenizer.ggml.merges")
+        if not isinstance(merges, (list, tuple)):
+            raise TokenizerError("tokenizer.ggml.merges is missing or not a list of strings "
+                                 "(byte-level BPE needs its merge rules)")
+        t2i = self._token_to_id
+        for i, m in enumerate(merges):
+            if not isinstance(m, str):
+                raise TokenizerError(f"tokenizer.ggml.merges[{i}] is {type(m).__name__}, not a string")
+            left, sep, right = m.partition(" ")
+            if not sep or left not in t2i or right not in t2i:
+                raise TokenizerError(f"tokenizer.ggml.merges[{i}] = {m!r} is not two vocabulary entries "
+                                     "separated by one space")
+        n = len(merges)
+        # the first occurrence of a duplicate rule wins, as in llama.cpp
+        self._ranks: dict[str, int] = dict(zip(reversed(merges), range(n - 1, -1, -1)))
+
+    # ------------------------------------------------------------------ small accessors
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids (``len(tokenizer.ggml.tokens)``)."""
+        return len(self._tokens)
+
+    @property
+    def bos_token(self) -> str | None:
+        """The text of the BOS token (e.g. ``"<s>"``), or ``None``."""
+        return None if self.bos_id is None else self._tokens[self.bos_id]
+
+    @property
+    def eos_token(self) -> str | None:
+        """The text of the EOS token (e.g. ``"</s>"``), or ``None``."""
+        return None if self.eos_id is None else self._tokens[self.eos_id]
+
+    def token_to_id(self, text: str, default=_MISSING):
+        """The id of a vocabulary entry, written exactly as stored (``"Ġworld"``, ``"▁the"``, ``"<s>"``).
+
+        Raises :class:`~bytes2logits.errors.TokenizerError` if absent, unless ``default`` is given.
+        """
+        i = self._token_to_id.get(text)
+        if i is None:
+            if default is _MISSING:
+                raise TokenizerError(f"{text!r} is not in the vocabulary")
+            return default
+        return i
+
+    def id_to_token(self, token_id: int) -> str:
+        """The vocabulary entry of an id, as stored (``"Ġworld"``); see :meth:`decode` for real text."""
+        return self._tokens[self._check_id(token_id, 0)]
+
+    def token_type(self, token_id: int) -> int:
+        """The :class:`TokenType` of an id (after llama.cpp's control-token fix-ups)."""
+        return self._types[self._check_id(token_id, 0)]
+
+    def is_special(self, token_id: int) -> bool:
+        """True for control and unknown tokens: the ids plain-text encoding never produces and
+        ``decode(..., skip_special=True)`` leaves out."""
+        return self._types[self._check_id(token_id, 0)] in (TokenType.CONTROL, TokenType.UNKNOWN)
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        """Text -> id of every control/unknown token (what ``allowed_special="all"`` may produce)."""
+        return dict(self._control)
+
+    def _check_id(self, value, position: int) -> int:
+        """Validate one id; the error names the id and its position in the input."""
+        if isinstance(value, bool) or not hasattr(value, "__index__"):
+            raise TokenizerError(f"token id at position {position} is {value!r} "
+                                 f"({type(value).__name__}), not an int")
+        i = value.__index__()
+        if not 0 <= i < len(self._tokens):
+            raise TokenizerError(f"token id {i} at position {position} is outside the vocabulary "
+                                 f"0..{len(self._tokens) - 1}")
+        return i
+
+    # ------------------------------------------------------------------ encoding
+
+    def encode(self, text: str, allowed_special=None, add_special: bool = False) -> list[int]:
+        """Turn ``text`` into token ids.
+
+        ``allowed_special`` says which control tokens may be recognised in the text:
+
+        * ``None`` (default): none. ``"<|im_end|>"`` typed by a user becomes ordinary pieces. (Like
+          llama.cpp, *user-defined* tokens — type 4, added tokens that stand for literal text such as a
+          run of spaces — are still matched: they are text, not control.)
+        * ``"all"``: every control/unknown token, for trusted text such as a rendered chat template.
+        * a set of token texts, e.g. ``{"<|im_start|>", "<|im_end|>"}``: only those.
+
+        Where several special tokens could match, the one starting earliest wins, and among those
+        starting at the same place the longest.
+
+        ``add_special=True`` adds BOS and/or EOS as the model asks (``add_bos``/``add_eos``; BERT always
+        adds ``[CLS]`` ... ``[SEP]``).
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"encode() takes a str, not {type(text).__name__}")
+        fragments = self._split_special(text, allowed_special)
+        out: list[int] = []
+        if self.model == "gpt2":
+            if add_special and self.add_bos:
+                out.append(self.bos_id)
+            for frag in fragments:
+                if isinstance(frag, int):
+                    out.append(frag)
+                else:
+                    self._encode_bpe_text(frag, out)
+            if add_special and self.add_eos:
+                out.append(self.eos_id)
+        elif self.model == "llama":
+            if add_special and self.add_bos:
+                out.append(self.bos_id)
+            prev_special = True  # the first text fragment also gets the space prefix
+            for frag in fragments:
+                if isinstance(frag, int):
+                    out.append(frag)
+                    prev_special = True
+                    continue
+                if self.add_space_prefix and prev_special:
+                    frag = " " + frag
+                out.extend(self._encode_spm(frag.replace(" ", SPM_SPACE)))
+                prev_special = False
+            if add_special and self.add_eos:
+                out.append(self.eos_id)
+        else:  # bert
+            if add_special:
+                if self.bos_id is None or self.sep_id is None:
+                    raise TokenizerError("add_special needs tokenizer.ggml.bos_token_id and "
+                                         "tokenizer.ggml.seperator_token_id for a BERT vocabulary")
+                out.append(self.bos_id)
+            for frag in fragments:
+                if isinstance(frag, int):
+                    out.append(frag)
+                else:
+                    self._encode_wpm(frag, out)
+            if add_special:
+                out.append(self.sep_id)
+        return out
+
+    def _special_pattern(self, allowed_special):
+        """The compiled alternation of the special-token texts that may match, cached per setting."""
+        if allowed_special is None:
+            key = None
+        elif isinstance(allowed_special, str):
+            if allowed_special != "all":
+                raise TokenizerError(f"allowed_special must be None, 'all' or a set of token texts, "
+                                     f"not {allowed_special!r}")
+            key = "all"
+        else:
+            key = frozenset(allowed_special)
+            for t in key:
+                if t not in self._control and t not in self._user_defined:
+                    raise TokenizerError(f"allowed_special: {t!r} is not a special token of this vocabulary")
+        if key in self._special_patterns:
+            return self._special_patterns[key]
+        texts = set(self._user_defined)
+        if key == "all":
+            texts |= set(self._control)
+        elif key is not None:
+            texts |= key
+        if texts:
+            # longest first, so that at one starting position the longest text wins
+            ordered = sorted(texts, key=lambda t: (-len(t), t))
+            pattern = re.compile("|".join(map(re.escape, ordered)))
+        else:
+            pattern = None
+        self._special_patterns[key] = pattern
+        return pattern
+
+    def _split_special(self, text: str, allowed_special) -> list:
+        """Cut ``text`` into plain-text fragments (``str``) and special-token ids (``int``)."""
+        pattern = self._special_pattern(allowed_special)
+        if pattern is None:
+            return [text] if text else []
+        out: list = []
+        pos = 0
+        ids = {**self._user_defined, **self._control}
+        while True:
+            m = pattern.search(text, pos)
+            if m is None:
+                break
+            if m.start() > pos:
+                out.append(text[pos:m.start()])
+            tid = ids[m.group()]
+            out.append(tid)
+            pos = m.end()
+            if tid in self._rstrip:
+                while pos < len(text) and text[pos] in _ASCII_SPACE:
+                    pos += 1
+        if pos < len(text):
+            out.append(text[pos:])
+        return out
+
+    # --- byte-level BPE ---
+
+    def _encode_bpe_text(self, text: str, out: list[int]) -> None:
+        """Pre-tokenize one plain-text fragment and append the BPE ids of every piece."""
+        cache = self._cache
+        for piece in split(text, self._patterns):
+            ids = cache.get(piece)
+            if ids is None:
+                ids = self._bpe_piece(piece)
+                if len(cache) < 200_000:
+                    cache[piece] = ids
+            out.extend(ids)
+
+    def _bpe_piece(self, piece: str) -> tuple[int, ...]:
+        """BPE-encode one pre-tokenized piece (a ``str`` of real text)."""
+        try:
+            raw = piece.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise TokenizerError(f"text contains a lone surrogate {piece[e.start]!r}, which is not "
+                                 "valid Unicode text") from None
+        word = raw.decode("latin-1").translate(_LATIN1_TO_BYTECHARS)
+        t2i = self._token_to_id
+        if self._pre.ignore_merges and word in t2i:
+            return (t2i[word],)
+        symbols = bpe_merge(list(word), self._ranks)
+        ids: list[int] = []
+        for s in symbols:
+            i = t2i.get(s)
+            if i is not None:
+                ids.append(i)
+                continue
+            for ch in s:  # not in the vocabulary: one token per byte; a byte without a token is dropped
+                i = t2i.get(ch)
+                if i is not None:
+                    ids.append(i)
+        return tuple(ids)
+
+    # --- SentencePiece BPE ---
+
+    def _encode_spm(self, text: str) -> list[int]:
+        """SentencePiece BPE of one fragment whose spaces are already ``"▁"``."""
+        t2i = self._token_to_id
+        symbols = spm_merge(text, t2i, self._scores)
+        out: list[int] = []
+        for s in symbols:
+            i = t2i.get(s)
+            if i is not None:
+                out.append(i)
+            else:  # byte fallback: <0xE2> <0x96> ...
+                out.extend(self._byte_ids[b] for b in s.encode("utf-8"))
+        return out
+
+    # --- WordPiece ---
+
+    def _encode_wpm(self, text: str, out: list[int]) -> None:
+        """WordPiece: normalize, split into words, take longest vocabulary matches from the left."""
+        t2i = self._token_to_id
+        max_len = self._max_token_chars
+        for word in wordpiece_words(text, self._lowercase, self._strip_accents):
+            w = SPM_SPACE + word  # word starts are stored with a leading "▁"
+            n = len(w)
+            start = len(out)
+            i = 0
+            while i < n:
+                for j in range(min(n, i + max_len), i, -1):
+                    tid = t2i.get(w[i:j])
+                    if tid is not None:
+                        out.append(tid)
+                        i = j
+                        break
+                else:  # no entry covers position i: the whole word is unknown
+                    del out[start:]
+                    break
+            if len(out) == start:
+                if self.unk_id is None:
+                    raise TokenizerError(f"word {word!r} has no WordPiece cover and there is no "
+                                         "tokenizer.ggml.unknown_token_id")
+                out.append(self.unk_id)
+
+    # ------------------------------------------------------------------ decoding
+
+    def _piece(self, i: int) -> bytes:
+        """The bytes one token stands for (what llama.cpp's ``token_to_piece`` returns), cached."""
+        b = self._piece_bytes.get(i)
+        if b is not None:
+            return b
+        text = self._tokens[i]
+        ttype = self._types[i]
+        if ttype in (TokenType.CONTROL, TokenType.UNKNOWN, TokenType.USER_DEFINED):
+            b = text.encode("utf-8")
+        elif ttype == TokenType.NORMAL:
+            if self.model == "gpt2":
+                try:
+                    b = bytes(CHAR_TO_BYTE[c] for c in text)
+                except KeyError:  # a character outside the byte alphabet stands for itself
+                    b = b"".join(bytes([CHAR_TO_BYTE[c]]) if c in CHAR_TO_BYTE else c.encode("utf-8")
+                                 for c in text)
+            else:
+                b = text.replace(SPM_SPACE, " ").encode("utf-8")
+        elif ttype == TokenType.BYTE:
+            m = re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", text)
+            b = bytes([int(m.group(1), 16)]) if m else text.encode("utf-8")
+        else:  # unused / undefined tokens have no text
+            b = b""
+        self._piece_bytes[i] = b
+        return b
+
+    def decode_bytes(self, ids, skip_special: bool = False) -> bytes:
+        """The raw bytes of ``ids``, without interpreting them as UTF-8.
+
+        A streaming decoder needs this: one token may carry half of a character (``<0xE2>``, or a
+        byte-level piece ending inside an emoji). Byte-level tokens map back through
+        :data:`CHAR_TO_BYTE`, ``<0xXX>`` becomes its byte, ``"▁"`` a space; control tokens give their
+        text unless ``skip_special``. A bad id raises :class:`~bytes2logits.errors.TokenizerError`
+        naming the id and its position.
+        """
+        parts = []
+        for pos, value in enumerate(ids):
+            i = self._check_id(value, pos)
+            if skip_special and self._types[i] in (TokenType.CONTROL, TokenType.UNKNOWN):
+                continue
+            parts.append(self._piece(i))
+        return b"".join(parts)
+
+    def decode(self, ids, skip_special: bool = False) -> str:
+        """Decode ids to text; each invalid UTF-8 stretch becomes U+FFFD.
+
+        ``skip_special=True`` leaves out control and unknown tokens (``<s>``, ``<|im_end|>``).
+        Note that SentencePiece output keeps the space that ``add_space_prefix`` put in front.
+        """
+        return self.decode_bytes(ids, skip_special).decode("utf-8", errors="replace")
+
+    def __repr__(self) -> str:
+        """A one-line summary: model, pre-tokenizer and vocabulary size."""
+        return f"Tokenizer(model={self.model!r}, pre={self.pre!r}, vocab_size={self.vocab_size})"
+
+
+# ---------------------------------------------------------------------- the merge loops
+
+
+def bpe_merge(symbols: list[str], ranks: Mapping[str, int]) -> list[str]:
+    """Apply BPE merge rules to a list of symbols; return the merged symbols.
+
+    Rule: among all adjacent pairs that have a merge rule, merge the one with the lowest rank; if that
+    rank occurs more than once, the leftmost. Repeat until no adjacent pair has a rule.
+
+    Short words use the plain loop (rescan all pairs after each merge: O(n²) but tiny n). Long words
+    (a line of 500 dashes) use a heap of candidate pairs and a linked list, O(n log n), which gives the
+    same result: a heap entry whose symbols have changed since it was pushed is skipped.
+
+    >>> bpe_merge(list("aaab"), {"a a": 0, "aa b": 1})   # "a a" merges at the left: aa|a|b, then no rule
+    ['aa', 'a', 'b']
+    """
+    if len(symbols) < 2:
+        return symbols
+    if len(symbols) <= 48:
+        syms = list(symbols)
+        while len(syms) > 1:
+            best_rank = None
+            best = -1
+            for k in range(len(syms) - 1):
+                r = ranks.get(syms[k] + " " + syms[k + 1])
+                if r is not None and (best_rank is None or r < best_rank):
+                    best_rank, best = r, k
+            if best < 0:
+                break
+            syms[best:best + 2] = [syms[best] + syms[best + 1]]
+        return syms
+
+    n = len(symbols)
+    text = list(symbols)
+    nxt = list(range(1, n + 1))
+    nxt[-1] = -1
+    prv = list(range(-1, n - 1))
+    heap: list[tuple[int, int, int, str]] = []
+
+    def push(left: int, right: int) -> None:
+        if left < 0 or right < 0:
+            return
+        r = ranks.get(text[left] + " " + text[right])
+        if r is not None:
+            heapq.heappush(heap, (r, left, right, text[left] + text[right]))
+
+    for k in range(n - 1):
+        push(k, k + 1)
+    while heap:
+        _, left, right, joined = heapq.heappop(heap)
+        if not text[left] or not text[right] or nxt[left] != right or text[left] + text[right] != joined:
+            continue  # stale: one of the two symbols changed after this pair was pushed
+        text[left] = joined
+        text[right] = ""
+        nxt[left] = nxt[right]
+        if nxt[right] >= 0:
+            prv[nxt[right]] = left
+        push(prv[left], left)
+        push(left, nxt[left])
+    out = []
+    k = 0
+    while k >= 0:
+        out.append(text[k])
+        k = nxt[k]
+    return out
+
+
+def spm_merge(text: str, token_to_id: Mapping[str, int], scores) -> list[str]:
+    """SentencePiece BPE: merge the adjacent pair whose concatenation scores highest, repeatedly.
+
+    Start from single characters. A pair is a candidate when the two symbols written together are a
+    vocabulary entry; its priority is that entry's score (ties: leftmost first). Uses a heap of
+    candidates and a linked list of symbols, so a long text costs O(n log n).
+
+    >>> spm_merge("▁ab", {"▁a": 0, "ab": 1, "▁ab": 2}, [-1.0, -2.0, -0.5])
+    ['▁ab']
+    """
+    n = len(text)
+    if n < 2:
+        return [text] if text else []
+    sym = list(text)
+    nxt = list(range(1, n + 1))
+    nxt[-1] = -1
+    prv = list(range(-1, n - 1))
+    heap: list[tuple[float, int, int, int]] = []
+
+    def push(left: int, right: int) -> None:
+        if left < 0 or right < 0:
+            return
+        joined = sym[left] + sym[right]
+        tid = token_to_id.get(joined)
+        if tid is not None:
+            heapq.heappush(heap, (-scores[tid], left, right, len(joined)))
+
+    for k in range(n - 1):
+        push(k, k + 1)
+    while heap:
+        _, left, right, size = heapq.heappop(heap)
+        if not sym[left] or not sym[right] or len(sym[left]) + len(sym[right]) != size:
+            continue  # stale entry
+        sym[left] += sym[right]
+        sym[right] = ""
+        nxt[left] = nxt[right]
+        if nxt[right] >= 0:
+            prv[nxt[right]] = left
+        push(prv[left], left)
+        push(left, nxt[left])
+    out = []
+    k = 0
+    while k >= 0:
+        out.append(sym[k])
+        k = nxt[k]
+    return out
+
+
+# ---------------------------------------------------------------------- WordPiece normalization
+
+_WHITESPACE = regex.compile(r"\s")
+
+
+def _is_chinese(cp: int) -> bool:
+    """CJK ideograph blocks that BERT splits into single-character words."""
+    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
+            or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B920 <= cp <= 0x2CEAF
+            or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+
+
+def wordpiece_words(text: str, lowercase: bool = True, strip_accents: bool = True) -> list[str]:
+    """BERT's basic normalization as llama.cpp does it; returns the words to look up.
+
+    Per character: replace it by the first character of its canonical decomposition (NFD) when
+    stripping accents, so ``é`` becomes ``e``; whitespace ends a word; NUL, U+FFFD and control/format
+    characters are dropped; combining marks are dropped when stripping accents; letters are lowercased;
+    punctuation, ASCII symbols and CJK ideographs become one-character words of their own.
+
+    >>> wordpiece_words("Héllo, World!")
+    ['hello', ',', 'world', '!']
+    """
+    words: list[str] = []
+    cur: list[str] = []
+    for ch in text:
+        if strip_accents:
+            ch = unicodedata.normalize("NFD", ch)[0]
+        if _WHITESPACE.match(ch):
+            if cur:
+                words.append("".join(cur))
+                cur = []
+            continue
+        cat = unicodedata.category(ch)
+        if ch == "\0" or ch == "\ufffd" or cat in ("Cc", "Cf", "Co", "Cs"):
+            continue
+        if strip_accents and cat[0] == "M":
+            continue
+        if lowercase:
+            low = ch.lower()
+            ch = low[0] if low else ch
+        if cat[0] == "P" or (ord(ch) < 0x7F and cat[0] == "S") or _is_chinese(ord(ch)):
+            if cur:
+                words.append("".join(cur))
+                cur = []
+            words.append(ch)
+        else:
+            cur.append(ch)
+    if cur:
+        words.append("".join(cur))
+    return words

@@ -35,8 +35,12 @@ quantized too. Each kernel below documents its exact byte layout with a diagram.
 
 **Bit-exactness.** :func:`dequantize` gives the same float32 bits as ggml's ``dequantize_row_*`` and as
 gguf-py's ``gguf.quants.dequantize``. Float arithmetic is not associative, so the order of operations is
-part of the format: for Q4_K it is ``(d * s) * q - (dmin * m)``, each step rounded to float32, never
-``d * (s * q)``. Everything here is elementwise float32 NumPy in that order.
+part of the format: for Q4_K it is ``d1 = d * s``, ``m1 = dmin * m``, then ``d1 * q - m1``, each step a
+separate float32 operation. In fact every *product* here is exact in float32 (an 11-bit fp16 significand
+times integers of at most 13 bits in total fits in 24 bits), so the one rounding step is the final
+``- m1`` (or ``+ m`` for Q4_1/Q5_1). What must not change is therefore: no fused multiply-add (NumPy never
+fuses), the operand order (when both sides are NaN, the first operand's NaN comes out, so ``m + d*q``
+gives different NaN bits from ``d*q + m``), and the sign of zeros (``-(m1 - d1*q)`` turns +0 into -0).
 
 **Speed and memory.** Every kernel works on all blocks at once (a Python loop runs only over the few
 positions inside a block); big tensors are processed a chunk of blocks at a time so that the uint8/int8
@@ -666,7 +670,13 @@ def fake_quantize(x: np.ndarray, ggml_type, *, reference: bool = False) -> np.nd
         >>> bool(np.abs(y - x).max() <= 0.5 / 127 * 1.001)
         True
     """
-    t = _ggml_type(ggml_type, ACTIVATION_TYPES, "fake_quantize")
+    t = _ggml_type(ggml_type, frozenset(GGMLType), "fake_quantize")
+    if t in VEC_DOT_TYPE and t not in ACTIVATION_TYPES:
+        raise GGUFError(
+            f"fake_quantize: {t.name} is a weight type, not an activation type; ggml multiplies {t.name} "
+            f"weights with {VEC_DOT_TYPE[t].name} activations: call fake_quantize(x, VEC_DOT_TYPE[{t.name}])"
+        )
+    t = _ggml_type(t, ACTIVATION_TYPES, "fake_quantize")
     x = np.asarray(x, dtype=np.float32)
     if t == GGMLType.F32:
         return np.array(x, dtype=np.float32, order="C", copy=True)

@@ -186,11 +186,11 @@ class Tokenizer:
         if not isinstance(tokens, (list, tuple)) or not tokens:
             raise TokenizerError("tokenizer.ggml.tokens is missing or not a non-empty list of strings")
         tokens = list(tokens)
-        for i, t in enumerate(tokens):
-            if not isinstance(t, str):
-                raise TokenizerError(f"tokenizer.ggml.tokens[{i}] is {type(t).__name__}, not a string")
-            if t == "":  # llama.cpp renames empty entries so that they stay unique and visible
-                tokens[i] = f"[EMPTY_{i}]"
+        if set(map(type, tokens)) != {str}:
+            i = next(i for i, t in enumerate(tokens) if not isinstance(t, str))
+            raise TokenizerError(f"tokenizer.ggml.tokens[{i}] is {type(tokens[i]).__name__}, not a string")
+        if "" in tokens:  # llama.cpp renames empty entries so that they stay unique and visible
+            tokens = [t or f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
         n = len(tokens)
         self._tokens: list[str] = tokens
         self._token_to_id: dict[str, int] = dict(zip(tokens, range(n)))
@@ -205,7 +205,7 @@ class Tokenizer:
         if types is None:
             types = [TokenType.NORMAL] * n
         else:
-            types = [int(x) for x in types]
+            types = types.tolist() if hasattr(types, "tolist") else [int(x) for x in types]
             if len(types) != n:
                 raise TokenizerError(f"tokenizer.ggml.token_type has {len(types)} entries but "
                                      f"tokenizer.ggml.tokens has {n}")
@@ -215,13 +215,15 @@ class Tokenizer:
         if scores is None:
             self._scores = None
         else:
-            self._scores = [float(x) for x in scores]
+            self._scores = scores.tolist() if hasattr(scores, "tolist") else [float(x) for x in scores]
             if len(self._scores) != n:
                 raise TokenizerError(f"tokenizer.ggml.scores has {len(self._scores)} entries but "
                                      f"tokenizer.ggml.tokens has {n}")
 
         # --- model-specific defaults (llama.cpp's, used when the keys are missing) --------------------
-        self.pre: str | None = None
+        pre_value = md.get("tokenizer.ggml.pre")
+        #: the ``tokenizer.ggml.pre`` value (only byte-level BPE uses it; ``"default"`` when missing there)
+        self.pre: str | None = pre_value if isinstance(pre_value, str) else None
         self._pre = None
         if model == "gpt2":
             pre = md.get("tokenizer.ggml.pre")
@@ -308,9 +310,9 @@ class Tokenizer:
         self.eot_id: int | None = eot
         self.stop_ids: frozenset[int] = frozenset(eog)
 
-        self._user_defined = {t: i for i, t in enumerate(tokens) if types[i] == TokenType.USER_DEFINED}
-        self._control = {t: i for i, t in enumerate(tokens)
-                         if types[i] in (TokenType.CONTROL, TokenType.UNKNOWN)}
+        special = [i for i, ty in enumerate(types) if ty != TokenType.NORMAL]  # few: no need to scan all twice
+        self._user_defined = {tokens[i]: i for i in special if types[i] == TokenType.USER_DEFINED}
+        self._control = {tokens[i]: i for i in special if types[i] in (TokenType.CONTROL, TokenType.UNKNOWN)}
         # Phi-3: whitespace right after a special token belongs to the token (llama.cpp's RSTRIP rule)
         name = str(md.get("general.name", "")).lower()
         self._rstrip: frozenset[int] = frozenset()
@@ -320,6 +322,7 @@ class Tokenizer:
             if "</s>" in t2i:
                 ids.add(t2i["</s>"])
             self._rstrip = frozenset(ids - keep)
+        self._special_ids = {**self._user_defined, **self._control}
         self._special_patterns: dict[Any, re.Pattern | None] = {}
         self._piece_bytes: dict[int, bytes] = {}
 
@@ -338,13 +341,19 @@ class Tokenizer:
             raise TokenizerError("tokenizer.ggml.merges is missing or not a list of strings "
                                  "(byte-level BPE needs its merge rules)")
         t2i = self._token_to_id
-        for i, m in enumerate(merges):
-            if not isinstance(m, str):
-                raise TokenizerError(f"tokenizer.ggml.merges[{i}] is {type(m).__name__}, not a string")
-            left, sep, right = m.partition(" ")
-            if not sep or left not in t2i or right not in t2i:
-                raise TokenizerError(f"tokenizer.ggml.merges[{i}] = {m!r} is not two vocabulary entries "
-                                     "separated by one space")
+        # Fast check first (C-level joins and set operations); the slow loop only runs to name the culprit.
+        ok = set(map(type, merges)) <= {str}
+        if ok:
+            parts = " ".join(merges).split(" ")
+            ok = len(parts) == 2 * len(merges) and t2i.keys() >= set(parts)
+        if not ok:
+            for i, m in enumerate(merges):
+                if not isinstance(m, str):
+                    raise TokenizerError(f"tokenizer.ggml.merges[{i}] is {type(m).__name__}, not a string")
+                left, sep, right = m.partition(" ")
+                if not sep or " " in right or left not in t2i or right not in t2i:
+                    raise TokenizerError(f"tokenizer.ggml.merges[{i}] = {m!r} is not two vocabulary entries "
+                                         "separated by one space")
         n = len(merges)
         # the first occurrence of a duplicate rule wins, as in llama.cpp
         self._ranks: dict[str, int] = dict(zip(reversed(merges), range(n - 1, -1, -1)))
@@ -507,7 +516,7 @@ class Tokenizer:
             return [text] if text else []
         out: list = []
         pos = 0
-        ids = {**self._user_defined, **self._control}
+        ids = self._special_ids
         while True:
             m = pattern.search(text, pos)
             if m is None:

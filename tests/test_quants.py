@@ -76,7 +76,8 @@ def assert_bits_equal(ours: np.ndarray, ref: np.ndarray, what: str) -> None:
     bad = np.flatnonzero(a != b)
     assert bad.size == 0, (
         f"{what}: {bad.size} values differ, first at flat index {bad[0]}: "
-        f"ours {a.flat[bad[0]]:#010x} ({ours.flat[bad[0]]}), gguf-py {b.flat[bad[0]]:#010x} ({ref.flat[bad[0]]})"
+        f"ours {a.flat[bad[0]]:#010x} ({ours.flat[bad[0]]}), "
+        f"gguf-py {b.flat[bad[0]]:#010x} ({ref.flat[bad[0]]})"
     )
 
 
@@ -256,7 +257,8 @@ def test_wrong_byte_count_names_type_and_sizes(ggml_type):
 def test_row_not_a_whole_number_of_blocks(ggml_type):
     per_block, block_bytes = GGML_BLOCK_SIZES[ggml_type]
     # the byte count would fit 2 rows of 1.5 blocks: the shape must still be refused
-    with pytest.raises(GGUFError, match=rf"{ggml_type.name}.*multiple of the {ggml_type.name} block size {per_block}"):
+    pattern = rf"{ggml_type.name}.*multiple of the {ggml_type.name} block size {per_block}"
+    with pytest.raises(GGUFError, match=pattern):
         dequantize(bytes(3 * block_bytes), ggml_type, (2, per_block + per_block // 2))
     with pytest.raises(GGUFError, match="multiple"):
         dequantize(bytes(block_bytes), ggml_type, ())
@@ -272,7 +274,8 @@ def test_errors_are_value_errors():
 
 
 def test_vec_dot_types():
-    assert VEC_DOT_TYPE[GGMLType.Q4_0] == VEC_DOT_TYPE[GGMLType.Q5_0] == VEC_DOT_TYPE[GGMLType.Q8_0] == GGMLType.Q8_0
+    for t in (GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q8_0):
+        assert VEC_DOT_TYPE[t] == GGMLType.Q8_0
     assert VEC_DOT_TYPE[GGMLType.Q4_1] == VEC_DOT_TYPE[GGMLType.Q5_1] == GGMLType.Q8_1
     for t in (GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K):
         assert VEC_DOT_TYPE[t] == GGMLType.Q8_K
@@ -385,7 +388,8 @@ def test_fake_quantize_properties(vec_type, reference):
     q, d, _ = quantize_activation(x, vec_type, reference=reference)
     block = 256 if vec_type == GGMLType.Q8_K else 32
     # y is exactly d * q, block by block
-    assert_bits_equal(y, (d[..., None] * q.reshape(*d.shape, block)).reshape(x.shape).astype(np.float32), "d*q")
+    expected = (d[..., None] * q.reshape(*d.shape, block)).reshape(x.shape).astype(np.float32)
+    assert_bits_equal(y, expected, "d*q")
     # error at most half a step; the fp16 rounding of d adds at most 127 * |d| * 2**-11
     step = np.repeat(np.abs(d), block, axis=-1)
     slack = 127 * step * 2.0**-11 if vec_type != GGMLType.Q8_K else step * 1e-5
@@ -401,7 +405,8 @@ def test_fake_quantize_properties(vec_type, reference):
 
 
 def test_fake_quantize_float_types():
-    bits = np.concatenate([SPECIAL_FLOATS, np.random.default_rng(6).integers(0, 2**32, 4000, dtype=np.uint32)])
+    noise = np.random.default_rng(6).integers(0, 2**32, 4000, dtype=np.uint32)
+    bits = np.concatenate([SPECIAL_FLOATS, noise])
     x = bits.view(np.float32).reshape(4, -1)
     np.testing.assert_array_equal(fake_quantize(x, GGMLType.F32).view(np.uint32), x.view(np.uint32))
     with np.errstate(all="ignore"):

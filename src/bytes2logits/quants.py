@@ -400,7 +400,7 @@ def _ggml_type(ggml_type, supported, what: str) -> GGMLType:
 
 
 def _as_uint8(raw) -> np.ndarray:
-    """``raw`` (bytes, bytearray, memoryview or ndarray) as a flat uint8 array, without copying if possible."""
+    """``raw`` (bytes, bytearray, memoryview or ndarray) as a flat uint8 array, copied only if needed."""
     if isinstance(raw, np.ndarray):
         arr = raw if raw.flags.c_contiguous else np.ascontiguousarray(raw)
         return arr.reshape(-1).view(np.uint8)

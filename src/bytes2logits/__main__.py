@@ -1,6 +1,7 @@
 """Command line: ``python -m bytes2logits COMMAND``.
 
-Commands: ``check NOTEBOOK`` (grade a lab), ``build-labs`` (regenerate solutions/ and labs/),
+Engine: ``chat`` (talk to a GGUF model), ``tokenize TEXT``, ``inspect FILE.gguf``.
+Course kit: ``check NOTEBOOK`` (grade a lab), ``build-labs`` (regenerate solutions/ and labs/),
 ``grade`` (run the nbgrader cycle for a class).
 """
 
@@ -10,7 +11,12 @@ import sys
 
 USAGE = """usage: python -m bytes2logits COMMAND [ARGS]
 
-commands:
+engine:
+  chat [options]         chat with a GGUF model (default: SmolLM2-135M-Instruct); -p PROMPT for one shot
+  tokenize [options] TEXT  print the token ids of TEXT as JSON (--special parses <|im_start|> etc.)
+  inspect FILE.gguf      print a GGUF file's metadata and tensor table
+
+course kit:
   check NOTEBOOK.ipynb   grade a copy of a lab notebook with its hidden suite (exit 0 on full marks)
   build-labs             regenerate the generated cells of solutions/ and the labs/ release
   grade [options]        run the nbgrader cycle for a class (see docs/instructor-guide.md)
@@ -23,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
+    if cmd in ("chat", "tokenize", "inspect"):
+        from . import cli
+
+        return getattr(cli, f"{cmd}_main")(rest)
     if cmd == "check":
         from .kit.check import main as check_main
 

@@ -389,6 +389,10 @@ class GGUFReader:
             return c.string(f"string value of {key!r}")
         if vtype != ValueType.ARRAY:
             return c.scalar(vtype, f"value of {key!r}")
+        return self._array(c, key, depth)
+
+    def _array(self, c: _Cursor, key: str, depth: int):
+        """An array body: element type (u32), count (u64), elements. Nested arrays are bodies in a row."""
         if depth >= MAX_ARRAY_NESTING:
             raise GGUFError(f"arrays in {key!r} nest deeper than {MAX_ARRAY_NESTING} levels at byte offset {c.pos}")
         etype = self._value_type(c, f"array element type of {key!r}")
@@ -409,8 +413,32 @@ class GGUFReader:
             c.pos += n * dt.itemsize
             return arr
         if etype == ValueType.STRING:
-            return [c.string(f"element {i} of {key!r}") for i in range(n)]
-        return [self._value(c, self._value_type(c, f"element type in {key!r}"), key, depth + 1) for _ in range(n)]
+            return self._string_array(c, key, n)
+        return [self._array(c, key, depth + 1) for _ in range(n)]
+
+    def _string_array(self, c: _Cursor, key: str, n: int) -> list[str]:
+        """Read ``n`` strings: the hot loop of loading a vocabulary (150k tokens), so kept tight."""
+        buf, size, pos = self._mm, c.size, c.pos
+        unpack = struct.Struct("<Q").unpack_from
+        out = [""] * n
+        for i in range(n):
+            if pos + 8 > size:
+                c.pos = pos
+                c.need(8, f"length of element {i} of {key!r}")
+            (length,) = unpack(buf, pos)
+            pos += 8
+            if pos + length > size:
+                c.pos = pos
+                c.need(length, f"element {i} of {key!r} ({length} bytes)")
+            try:
+                out[i] = buf[pos : pos + length].decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise GGUFError(
+                    f"element {i} of {key!r} at byte offset {pos - 8} is not valid UTF-8 ({e.reason} at byte {e.start})"
+                ) from None
+            pos += length
+        c.pos = pos
+        return out
 
     # -- access --------------------------------------------------------------------------------------------
     def get(self, key: str, default: Any = None) -> Any:

@@ -1,0 +1,467 @@
+"""The transformer forward pass in NumPy: from token ids to next-token logits.
+
+A decoder-only transformer such as SmolLM2 turns ``n`` token ids into ``n`` rows of logits, one score per
+vocabulary entry for "which token comes next". Every layer does the same two things to a stream of vectors
+(one vector of ``n_embd`` floats per token, the *residual stream*)::
+
+    x = embedding[ids]                                   # [n, n_embd]
+    for each layer:
+        h = rms_norm(x) * attn_norm                      # scale each vector to unit root-mean-square
+        q, k, v = h @ Wq.T, h @ Wk.T, h @ Wv.T           # (+ biases for qwen2; per-head RMSNorm for qwen3)
+        q, k = rope(q, positions), rope(k, positions)    # rotate pairs of dims by a position-dependent angle
+        cache k, v at their positions                    # the KV cache: earlier tokens are not recomputed
+        a = softmax(q k^T / sqrt(head_dim) + causal mask) v   # each query head reads its shared KV head (GQA)
+        x = x + a @ Wo.T
+        h = rms_norm(x) * ffn_norm
+        x = x + (silu(h @ Wgate.T) * (h @ Wup.T)) @ Wdown.T  # SwiGLU feed-forward
+    logits = rms_norm(x) * output_norm @ Wout.T          # Wout = the embedding when `output.weight` is absent
+
+Weights are dequantized once, at load, to float32, and every activation stays float32 (the tests assert it:
+NumPy 2 silently promotes to float64 when a float64 *scalar* sneaks in, which doubles the memory traffic).
+
+``numerics="ggml"`` reproduces what llama.cpp's CPU backend does with a quantized file instead of exact
+float32 math: before each matrix product the activations are quantized to the weight type's "vec-dot" type
+(Q8_0, Q8_1 or Q8_K blocks of 8-bit integers), the KV cache is float16, and the attention products round
+their float32 operand to float16 as ggml's f16 matrix product does. That mode exists to explain (and
+measure) why llama.cpp's logits differ from exact math by up to about 2; the default stays exact.
+
+Supported architectures (``general.architecture``): ``llama`` (SmolLM2, Llama; RoPE on adjacent pairs),
+``qwen2`` (q/k/v biases, NEOX RoPE on the two halves), ``qwen3`` (per-head q/k RMSNorm, NEOX RoPE).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .errors import ContextFullError, GGUFError
+from .gguf import GGMLType, GGUFReader
+
+__all__ = ["Model", "Hyperparameters", "ARCHITECTURES", "rms_norm", "rope_angles", "apply_rope", "softmax"]
+
+F32 = np.float32
+
+
+@dataclass(frozen=True)
+class _Arch:
+    rope: str  # "norm": rotate adjacent pairs (2i, 2i+1); "neox": rotate (i, i + rope_dim/2)
+    qkv_bias: bool
+    qk_norm: bool
+
+
+# What differs between the supported architectures. The RoPE style is llama.cpp's for each arch: the
+# converter from Hugging Face checkpoints permutes llama's Q/K rows so that adjacent-pair rotation is right.
+ARCHITECTURES = {
+    "llama": _Arch(rope="norm", qkv_bias=False, qk_norm=False),
+    "qwen2": _Arch(rope="neox", qkv_bias=True, qk_norm=False),
+    "qwen3": _Arch(rope="neox", qkv_bias=False, qk_norm=True),
+}
+
+
+@dataclass(frozen=True)
+class Hyperparameters:
+    """The numbers that define the network's shape, read from ``<arch>.*`` metadata keys."""
+
+    arch: str
+    n_vocab: int
+    n_embd: int
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ff: int
+    n_ctx_train: int
+    rope_dim: int
+    rope_base: float
+    rope_freq_scale: float
+    rms_eps: float
+
+    @classmethod
+    def from_gguf(cls, reader: GGUFReader) -> "Hyperparameters":
+        """Read and check the hyperparameters; a missing or inconsistent key raises :class:`GGUFError`."""
+        arch = reader.require("general.architecture", str)
+        if arch not in ARCHITECTURES:
+            raise GGUFError(
+                f"{reader.path}: architecture {arch!r} is not supported (supported: {', '.join(ARCHITECTURES)})"
+            )
+
+        def num(key: str, default=None, kind=int):
+            full = f"{arch}.{key}"
+            value = reader.get(full, default)
+            if value is None:
+                raise GGUFError(f"{reader.path}: required metadata key {full!r} is missing")
+            if isinstance(value, np.ndarray) or isinstance(value, (str, list)):
+                raise GGUFError(f"{reader.path}: metadata key {full!r} should be a number, got {type(value).__name__}")
+            return kind(value)
+
+        n_embd = num("embedding_length")
+        n_head = num("attention.head_count")
+        n_head_kv = num("attention.head_count_kv", n_head)
+        if n_head <= 0 or n_head_kv <= 0 or n_head % n_head_kv:
+            raise GGUFError(
+                f"{reader.path}: {arch}.attention.head_count ({n_head}) must be a positive multiple of "
+                f"head_count_kv ({n_head_kv})"
+            )
+        head_dim = num("attention.key_length", n_embd // n_head)
+        if num("attention.value_length", head_dim) != head_dim:
+            raise GGUFError(f"{reader.path}: different key and value head sizes are not supported")
+        rope_dim = num("rope.dimension_count", head_dim)
+        if rope_dim > head_dim or rope_dim % 2:
+            raise GGUFError(f"{reader.path}: {arch}.rope.dimension_count {rope_dim} does not fit head size {head_dim}")
+        scaling = reader.get(f"{arch}.rope.scaling.type", "none")
+        factor = float(reader.get(f"{arch}.rope.scaling.factor", 0.0) or 0.0)
+        if scaling not in ("none", "linear") and factor not in (0.0, 1.0):
+            raise GGUFError(f"{reader.path}: RoPE scaling {scaling!r} is not supported (only none and linear)")
+        freq_scale = 1.0 / factor if scaling == "linear" and factor > 0 else 1.0
+        if "token_embd.weight" not in reader.tensors:
+            raise GGUFError(f"{reader.path}: tensor 'token_embd.weight' is missing")
+        n_vocab = reader.tensors["token_embd.weight"].shape[0]
+        return cls(
+            arch=arch,
+            n_vocab=n_vocab,
+            n_embd=n_embd,
+            n_layer=num("block_count"),
+            n_head=n_head,
+            n_head_kv=n_head_kv,
+            head_dim=head_dim,
+            n_ff=num("feed_forward_length"),
+            n_ctx_train=num("context_length"),
+            rope_dim=rope_dim,
+            rope_base=num("rope.freq_base", 10000.0, float),
+            rope_freq_scale=freq_scale,
+            rms_eps=num("attention.layer_norm_rms_epsilon", 1e-5, float),
+        )
+
+
+# -- the building blocks, each a few lines of NumPy ------------------------------------------------------------
+def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+    """Scale each row of ``x`` to unit root-mean-square, then multiply by ``weight`` (float32 throughout)."""
+    ms = np.mean(np.square(x), axis=-1, keepdims=True, dtype=F32)
+    return x * (F32(1.0) / np.sqrt(ms + F32(eps))) * weight
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Softmax along ``axis``, in place on ``x`` (float32). Subtracting the max keeps ``exp`` finite."""
+    x -= np.max(x, axis=axis, keepdims=True)
+    np.exp(x, out=x)
+    x /= np.sum(x, axis=axis, keepdims=True)
+    return x
+
+
+def rope_angles(n_pos: int, rope_dim: int, base: float, freq_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Cosine and sine tables of shape ``[n_pos, rope_dim // 2]`` for rotary position embeddings.
+
+    Pair ``i`` of a head at position ``p`` is rotated by the angle ``p * base ** (-2 i / rope_dim)``:
+    low pairs spin fast, high pairs slowly, so relative offsets show up at every scale. The angles are
+    built as ggml builds them (``theta`` multiplied step by step by ``base ** (-2 / rope_dim)`` in float32),
+    so the tables agree with llama.cpp's to the last bit of the angle.
+    """
+    half = rope_dim // 2
+    theta_scale = F32(base) ** F32(-2.0 / rope_dim)
+    steps = np.empty((n_pos, half), dtype=F32)
+    steps[:, 0] = np.arange(n_pos, dtype=F32) * F32(freq_scale)
+    steps[:, 1:] = theta_scale
+    theta = np.cumprod(steps, axis=1, dtype=F32)
+    return np.cos(theta), np.sin(theta)
+
+
+def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, style: str) -> np.ndarray:
+    """Rotate ``x`` of shape ``[heads, n, head_dim]`` in place by the angles for its ``n`` positions.
+
+    ``cos``/``sin`` have shape ``[n, rope_dim // 2]``. ``style="norm"`` rotates adjacent pairs
+    ``(x[2i], x[2i+1])`` (llama in GGUF), ``"neox"`` rotates ``(x[i], x[i + rope_dim/2])`` (Qwen, GPT-NeoX).
+    Dimensions beyond ``rope_dim`` are left alone.
+    """
+    half = cos.shape[-1]
+    if style == "norm":
+        a = x[..., 0 : 2 * half : 2]
+        b = x[..., 1 : 2 * half : 2]
+    else:
+        a = x[..., :half]
+        b = x[..., half : 2 * half]
+    a0 = a.copy()
+    a *= cos
+    a -= b * sin
+    b *= cos
+    b += a0 * sin
+    return x
+
+
+class _Linear:
+    """One weight matrix ``[out, in]`` (float32) applied as ``x @ W.T`` (+ bias), with optional ggml numerics."""
+
+    __slots__ = ("weight", "bias", "act_type")
+
+    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, act_type):
+        self.weight = weight
+        self.bias = bias
+        self.act_type = act_type  # None: exact float32; else the ggml vec-dot type activations are rounded to
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if self.act_type is not None:
+            from .quants import fake_quantize
+
+            x = fake_quantize(x, self.act_type)
+        y = x @ self.weight.T
+        if self.bias is not None:
+            y += self.bias
+        return y
+
+
+@dataclass
+class _Layer:
+    attn_norm: np.ndarray
+    qkv: _Linear  # q, k and v stacked into one matrix: one product instead of three
+    q_norm: np.ndarray | None
+    k_norm: np.ndarray | None
+    out: _Linear
+    ffn_norm: np.ndarray
+    gate_up: _Linear  # gate and up stacked
+    down: _Linear
+
+
+class Model:
+    """A decoder-only transformer loaded from a GGUF file, with a preallocated KV cache.
+
+    >>> model = Model.from_gguf(assets.path("smollm2"))          # doctest: +SKIP
+    >>> logits = model.forward([1, 9690, 198])                   # doctest: +SKIP
+    >>> logits.shape, logits.dtype                               # doctest: +SKIP
+    ((3, 49152), dtype('float32'))
+
+    ``forward(ids, start_pos)`` evaluates ``ids`` at positions ``start_pos, start_pos + 1, …``, writes their
+    keys and values into the cache there, and attends to everything cached before them. To continue a
+    conversation, pass only the new tokens with ``start_pos = model.n_past``; to rewind, pass an earlier
+    ``start_pos`` (later entries are simply overwritten).
+    """
+
+    def __init__(self, reader: GGUFReader, *, n_ctx: int | None = None, numerics: str = "exact", progress: bool = False):
+        if numerics not in ("exact", "ggml"):
+            raise ValueError(f"numerics must be 'exact' or 'ggml', not {numerics!r}")
+        t0 = time.perf_counter()
+        self.reader = reader
+        self.numerics = numerics
+        self.hparams = hp = Hyperparameters.from_gguf(reader)
+        self.arch = ARCHITECTURES[hp.arch]
+        self.n_ctx = int(n_ctx) if n_ctx is not None else min(hp.n_ctx_train, 4096)
+        if self.n_ctx <= 0:
+            raise ValueError(f"n_ctx must be positive, got {self.n_ctx}")
+        self._load_weights(progress)
+        cache_dtype = np.float16 if numerics == "ggml" else F32
+        shape = (hp.n_layer, hp.n_head_kv, self.n_ctx, hp.head_dim)
+        self.k_cache = np.zeros(shape, dtype=cache_dtype)
+        self.v_cache = np.zeros(shape, dtype=cache_dtype)
+        self.cos, self.sin = rope_angles(self.n_ctx, hp.rope_dim, hp.rope_base, hp.rope_freq_scale)
+        self.n_past = 0
+        self.load_seconds = time.perf_counter() - t0
+
+    @classmethod
+    def from_gguf(cls, path: str | os.PathLike | GGUFReader, *, n_ctx: int | None = None,
+                  numerics: str = "exact", progress: bool = False) -> "Model":
+        """Load a model: parse the file, check its hyperparameters, dequantize every weight to float32.
+
+        Args:
+            path: a ``.gguf`` file or an open :class:`GGUFReader`.
+            n_ctx: KV-cache capacity in tokens (default: the training context, at most 4096).
+            numerics: ``"exact"`` float32 math (default) or ``"ggml"`` to mimic llama.cpp's quantized kernels.
+            progress: show a progress bar while dequantizing.
+        """
+        reader = path if isinstance(path, GGUFReader) else GGUFReader(path)
+        return cls(reader, n_ctx=n_ctx, numerics=numerics, progress=progress)
+
+    # -- loading ---------------------------------------------------------------------------------------------
+    def _tensor(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        from .quants import dequantize
+
+        info = self.reader.tensors.get(name)
+        if info is None:
+            raise GGUFError(f"{self.reader.path}: tensor {name!r} is missing")
+        if tuple(info.shape) != tuple(shape):
+            # A 1-row matrix may be stored as a vector and vice versa; anything else is a real mismatch.
+            if int(np.prod(info.shape)) != int(np.prod(shape)) or len(shape) > 1 and info.shape[-1] != shape[-1]:
+                raise GGUFError(f"{self.reader.path}: tensor {name!r} has shape {list(info.shape)}, expected {list(shape)}")
+        w = dequantize(self.reader.tensor_bytes(name), info.ggml_type, info.shape).reshape(shape)
+        self._loaded_types[name] = info.ggml_type
+        return w
+
+    def _act_type(self, *names: str):
+        """The activation type ggml would use for a product with these weights (None in exact mode)."""
+        if self.numerics == "exact":
+            return None
+        from .quants import VEC_DOT_TYPE
+
+        types = {self.reader.tensors[n].ggml_type for n in names}
+        if len(types) != 1:
+            raise GGUFError(f"cannot stack {names} with different types {sorted(t.name for t in types)} in ggml numerics")
+        return VEC_DOT_TYPE[types.pop()]
+
+    def _load_weights(self, progress: bool) -> None:
+        hp, arch = self.hparams, self.arch
+        self._loaded_types: dict[str, GGMLType] = {}
+        d, hd = hp.n_embd, hp.head_dim
+        nq, nkv = hp.n_head * hd, hp.n_head_kv * hd
+        names = [f"blk.{i}" for i in range(hp.n_layer)]
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=hp.n_layer + 2, desc="dequantizing", unit="layer", leave=False)
+        self.token_embd = self._tensor("token_embd.weight", (hp.n_vocab, d))
+        if bar:
+            bar.update()
+        self.layers: list[_Layer] = []
+        for p in names:
+            wq, wk, wv = (self._tensor(f"{p}.attn_{x}.weight", (n, d)) for x, n in (("q", nq), ("k", nkv), ("v", nkv)))
+            bias = None
+            if arch.qkv_bias:
+                bias = np.concatenate([self._tensor(f"{p}.attn_{x}.bias", (n,)) for x, n in (("q", nq), ("k", nkv), ("v", nkv))])
+            self.layers.append(
+                _Layer(
+                    attn_norm=self._tensor(f"{p}.attn_norm.weight", (d,)),
+                    qkv=_Linear(np.concatenate([wq, wk, wv]), bias, self._act_type(*(f"{p}.attn_{x}.weight" for x in "qkv"))),
+                    q_norm=self._tensor(f"{p}.attn_q_norm.weight", (hd,)) if arch.qk_norm else None,
+                    k_norm=self._tensor(f"{p}.attn_k_norm.weight", (hd,)) if arch.qk_norm else None,
+                    out=_Linear(self._tensor(f"{p}.attn_output.weight", (d, nq)), None, self._act_type(f"{p}.attn_output.weight")),
+                    ffn_norm=self._tensor(f"{p}.ffn_norm.weight", (d,)),
+                    gate_up=_Linear(
+                        np.concatenate([self._tensor(f"{p}.ffn_gate.weight", (hp.n_ff, d)), self._tensor(f"{p}.ffn_up.weight", (hp.n_ff, d))]),
+                        None,
+                        self._act_type(f"{p}.ffn_gate.weight", f"{p}.ffn_up.weight"),
+                    ),
+                    down=_Linear(self._tensor(f"{p}.ffn_down.weight", (d, hp.n_ff)), None, self._act_type(f"{p}.ffn_down.weight")),
+                )
+            )
+            if bar:
+                bar.update()
+        self.output_norm = self._tensor("output_norm.weight", (d,))
+        out_name = "output.weight" if "output.weight" in self.reader.tensors else "token_embd.weight"
+        self.tied_output = out_name == "token_embd.weight"
+        self.output = _Linear(self.token_embd if self.tied_output else self._tensor(out_name, (hp.n_vocab, d)), None, self._act_type(out_name))
+        if bar:
+            bar.update()
+            bar.close()
+
+    # -- properties ------------------------------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        """Number of rows of logits each position gets (the vocabulary size)."""
+        return self.hparams.n_vocab
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of float32 weights held in memory (the tied output is counted once)."""
+        arrays = [self.token_embd, self.output_norm]
+        if not self.tied_output:
+            arrays.append(self.output.weight)
+        for layer in self.layers:
+            arrays += [layer.attn_norm, layer.qkv.weight, layer.out.weight, layer.ffn_norm, layer.gate_up.weight, layer.down.weight]
+            arrays += [a for a in (layer.qkv.bias, layer.q_norm, layer.k_norm) if a is not None]
+        return sum(a.nbytes for a in arrays)
+
+    def reset(self) -> None:
+        """Forget the cached tokens (the next forward should start at position 0)."""
+        self.n_past = 0
+
+    def __repr__(self) -> str:
+        hp = self.hparams
+        return (
+            f"Model({hp.arch}: {hp.n_layer} layers, d={hp.n_embd}, heads {hp.n_head}/{hp.n_head_kv}, "
+            f"vocab {hp.n_vocab}, n_ctx {self.n_ctx}, numerics={self.numerics!r})"
+        )
+
+    # -- the forward pass ------------------------------------------------------------------------------------
+    def _check_ids(self, ids) -> np.ndarray:
+        arr = np.asarray(ids)
+        if arr.ndim != 1 or arr.size == 0:
+            raise ValueError(f"forward() takes a non-empty 1-D sequence of token ids, got shape {arr.shape}")
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"token ids must be integers, got dtype {arr.dtype}")
+        bad = np.flatnonzero((arr < 0) | (arr >= self.hparams.n_vocab))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"token id {int(arr[i])} at position {i} is outside the vocabulary 0..{self.hparams.n_vocab - 1}")
+        return arr.astype(np.int64, copy=False)
+
+    def forward(self, ids: Sequence[int] | np.ndarray, start_pos: int = 0, *, last_only: bool = False) -> np.ndarray:
+        """Evaluate ``ids`` at positions ``start_pos …`` and return float32 logits ``[len(ids), vocab]``.
+
+        With ``last_only=True`` only the last position's logits are computed (shape ``[1, vocab]``): that
+        is all generation needs after a prefill, and it skips the largest matrix product for the others.
+        """
+        ids = self._check_ids(ids)
+        n = len(ids)
+        hp, arch = self.hparams, self.arch
+        if not 0 <= start_pos <= self.n_past:
+            raise ValueError(
+                f"start_pos {start_pos} must be between 0 and the {self.n_past} positions already cached"
+            )
+        if start_pos + n > self.n_ctx:
+            raise ContextFullError(
+                f"{start_pos} cached + {n} new tokens exceed the context window of {self.n_ctx} tokens"
+            )
+        end = start_pos + n
+        # Positions from start_pos on are about to be overwritten: until this call finishes, only the ones
+        # before it are valid (an exception half-way must not leave stale entries counted as cached).
+        self.n_past = start_pos
+        hd, nh, nkv = hp.head_dim, hp.n_head, hp.n_head_kv
+        group = nh // nkv
+        ggml = self.numerics == "ggml"
+        cos, sin = self.cos[start_pos:end], self.sin[start_pos:end]
+        scale = F32(1.0 / np.sqrt(hd))
+        # Causal mask: query i (at position start_pos + i) sees keys 0 .. start_pos + i.
+        mask = None
+        if n > 1:
+            mask = np.triu(np.full((n, end), -np.inf, dtype=F32), k=start_pos + 1)
+
+        x = self.token_embd[ids]  # [n, d]: a copy, which becomes the residual stream
+        for li, layer in enumerate(self.layers):
+            h = rms_norm(x, layer.attn_norm, hp.rms_eps)
+            qkv = layer.qkv(h)  # [n, (nh + 2 nkv) hd]
+            q = qkv[:, : nh * hd].reshape(n, nh, hd).transpose(1, 0, 2)  # [nh, n, hd]
+            k = qkv[:, nh * hd : (nh + nkv) * hd].reshape(n, nkv, hd).transpose(1, 0, 2)
+            v = qkv[:, (nh + nkv) * hd :].reshape(n, nkv, hd).transpose(1, 0, 2)
+            if layer.q_norm is not None:
+                q = rms_norm(q, layer.q_norm, hp.rms_eps)
+                k = rms_norm(k, layer.k_norm, hp.rms_eps)
+            else:
+                q, k = q.copy(), k.copy()
+            apply_rope(q, cos, sin, arch.rope)
+            apply_rope(k, cos, sin, arch.rope)
+            self.k_cache[li, :, start_pos:end] = k
+            self.v_cache[li, :, start_pos:end] = v
+            keys = self.k_cache[li, :, :end]  # [nkv, end, hd]
+            values = self.v_cache[li, :, :end]
+            # Grouped-query attention: the `group` query heads that share a KV head become one batch of rows.
+            qg = q.reshape(nkv, group * n, hd)
+            if ggml:  # ggml's f16 x f32 product rounds the f32 side to f16 first
+                qg = qg.astype(np.float16).astype(F32)
+                keys, values = keys.astype(F32), values.astype(F32)
+            scores = qg @ keys.transpose(0, 2, 1)  # [nkv, group*n, end]
+            scores *= scale
+            if mask is not None:
+                scores = scores.reshape(nkv, group, n, end)
+                scores += mask
+                scores = scores.reshape(nkv, group * n, end)
+            probs = softmax(scores)
+            if ggml:
+                probs = probs.astype(np.float16).astype(F32)
+            att = probs @ values  # [nkv, group*n, hd]
+            att = att.reshape(nh, n, hd).transpose(1, 0, 2).reshape(n, nh * hd)
+            x += layer.out(att)
+            h = rms_norm(x, layer.ffn_norm, hp.rms_eps)
+            gu = layer.gate_up(h)
+            gate, up = gu[:, : hp.n_ff], gu[:, hp.n_ff :]
+            # SiLU(g) = g * sigmoid(g), computed as g / (1 + exp(-g)) without a float64 detour.
+            with np.errstate(over="ignore"):  # exp(-g) overflows to inf for g < -88: the result is -0.0, fine
+                act = gate / (F32(1.0) + np.exp(-gate))
+            act *= up
+            x += layer.down(act)
+        self.n_past = end
+        if last_only:
+            x = x[-1:]
+        logits = self.output(rms_norm(x, self.output_norm, hp.rms_eps))
+        assert logits.dtype == F32, f"logits drifted to {logits.dtype}"
+        return logits

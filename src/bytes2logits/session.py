@@ -1,0 +1,117 @@
+"""A multi-turn chat on top of the engine: template → tokens → KV cache → generation, turn after turn.
+
+Each turn the whole conversation is rendered again with the model's own chat template and tokenized. The
+ids that are already in the KV cache (the longest common prefix with what was evaluated last turn) are not
+evaluated again: only the new tail goes through the model, starting at the first position that differs.
+That is how a chat stays fast as its history grows, and it stays correct when re-tokenizing the
+assistant's answer gives slightly different ids than the ones it sampled: the cache is rewound to the first
+difference.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from .errors import ContextFullError
+
+__all__ = ["ChatSession", "common_prefix_length"]
+
+
+def common_prefix_length(a, b) -> int:
+    """Length of the longest common prefix of two id sequences."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@dataclass
+class ChatSession:
+    """A conversation with a model: keeps the messages and which ids are already in the KV cache.
+
+    >>> chat = ChatSession(model, tokenizer, system="You are brief.")     # doctest: +SKIP
+    >>> for piece in chat.send("What is the capital of France?"):        # doctest: +SKIP
+    ...     print(piece, end="")
+    The capital of France is Paris.
+    """
+
+    model: object
+    tokenizer: object
+    system: str | None = None
+    sampler: object = None
+    max_tokens: int = 512
+    stop_strings: tuple[str, ...] = ()
+    messages: list[dict] = field(default_factory=list)
+    cached_ids: list[int] = field(default_factory=list)
+    last: object = None  # the last Generation (stats, stop reason)
+    last_prompt_tokens: int = 0
+    last_new_tokens: int = 0
+
+    def __post_init__(self):
+        if self.system:
+            self.messages.append({"role": "system", "content": self.system})
+
+    def reset(self) -> None:
+        """Start over: drop the history (but keep the system prompt) and the cached ids."""
+        self.messages = [m for m in self.messages[:1] if m["role"] == "system"]
+        self.cached_ids = []
+        self.model.reset()
+
+    def prompt_ids(self, messages: list[dict]) -> list[int]:
+        """Render ``messages`` with the chat template (ending in the assistant opener) and tokenize them."""
+        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        return self.tokenizer.encode(text, allowed_special="all")
+
+    def send(self, text: str):
+        """Add a user message and yield the answer's text as it is generated.
+
+        The answer is added to the history when generation ends (also when the caller stops iterating early,
+        e.g. on Ctrl-C, in which case the partial answer is kept).
+        """
+        from .generate import generate
+
+        messages = self.messages + [{"role": "user", "content": text}]
+        ids = self.prompt_ids(messages)
+        if len(ids) + 1 > self.model.n_ctx:
+            raise ContextFullError(
+                f"the conversation is {len(ids)} tokens and the context window holds {self.model.n_ctx}: "
+                f"start a new conversation (/reset) or load the model with a larger n_ctx"
+            )
+        keep = min(common_prefix_length(ids, self.cached_ids), self.model.n_past, len(ids) - 1)
+        new = ids[keep:]
+        self.last_prompt_tokens, self.last_new_tokens = len(ids), len(new)
+        gen = generate(self.model, self.tokenizer, new, start_pos=keep, sampler=self.sampler,
+                       max_tokens=self.max_tokens, stop_strings=self.stop_strings)
+        self.last = gen
+        self.messages = messages
+        pieces: list[str] = []
+        try:
+            for piece in gen:
+                pieces.append(piece)
+                yield piece
+        finally:
+            answer = "".join(pieces)
+            self.messages = messages + [{"role": "assistant", "content": answer}]
+            # The model knows how many positions hold valid keys/values; they are the prompt's ids followed by
+            # the generated ids that were fed back (the last sampled one never is).
+            self.cached_ids = (ids + list(gen.tokens))[: self.model.n_past]
+
+    def ask(self, text: str) -> str:
+        """Send a message and return the whole answer."""
+        return "".join(self.send(text))
+
+
+def print_stats(session: ChatSession, file=sys.stderr) -> None:
+    """Print the speeds of the last turn (what ``chat --verbose`` shows)."""
+    g = session.last
+    if g is None:
+        return
+    print(
+        f"\n[prompt {session.last_prompt_tokens} tokens, {session.last_new_tokens} evaluated "
+        f"({g.prefill_tokens_per_second:.1f} tok/s prefill); {len(g.tokens)} generated "
+        f"({g.decode_tokens_per_second:.1f} tok/s decode); stop: {g.stop_reason}]",
+        file=file,
+    )

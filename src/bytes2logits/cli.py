@@ -111,8 +111,6 @@ def chat_main(argv: list[str]) -> int:
         sampler = _sampler(args)
         model = Model.from_gguf(path, n_ctx=args.n_ctx, numerics=args.numerics, progress=sys.stderr.isatty())
         tokenizer = Tokenizer.from_gguf(model.reader)
-        if tokenizer.chat_template is None:
-            print("notice: this model has no tokenizer.chat_template; using ChatML", file=sys.stderr)
         session = ChatSession(model, tokenizer, system=args.system, sampler=sampler,
                               max_tokens=args.max_tokens, stop_strings=tuple(args.stop))
     except (*ENGINE_ERRORS, OSError, ValueError) as e:

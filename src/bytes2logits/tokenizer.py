@@ -665,6 +665,35 @@ class Tokenizer:
         """
         return self.decode_bytes(ids, skip_special).decode("utf-8", errors="replace")
 
+    # ------------------------------------------------------------------ chat template
+
+    def apply_chat_template(self, messages, add_generation_prompt: bool = True, **context) -> str:
+        """Render a conversation into the model's prompt text with its own ``tokenizer.chat_template``.
+
+        ``messages`` is a list of ``{"role": ..., "content": ...}``. With ``add_generation_prompt=True`` the
+        text ends with the opener of an assistant turn, so the model answers instead of continuing the
+        user. Extra keywords reach the template (``tools=...``, ``enable_thinking=False``). The template
+        sees ``bos_token``/``eos_token`` as this vocabulary spells them. A model without a template gets
+        ChatML and a one-time notice on stderr; a template that fails raises
+        :class:`~bytes2logits.errors.TemplateError` naming its line, never a silent fallback.
+
+        Tokenize the result with ``encode(text, allowed_special="all")``: the markers in it are trusted.
+        """
+        template = getattr(self, "_chat", None)
+        if template is None:
+            from .chat import ChatTemplate
+
+            bos, eos = self.bos_token or "", self.eos_token or ""
+            if self.chat_template is None:
+                import sys
+
+                print("notice: this model has no tokenizer.chat_template; using ChatML", file=sys.stderr)
+                template = ChatTemplate.chatml(bos_token=bos, eos_token=eos or "<|im_end|>")
+            else:
+                template = ChatTemplate(self.chat_template, bos_token=bos, eos_token=eos, name="tokenizer.chat_template")
+            self._chat = template
+        return template.render(messages, add_generation_prompt=add_generation_prompt, **context)
+
     def __repr__(self) -> str:
         """A one-line summary: model, pre-tokenizer and vocabulary size."""
         return f"Tokenizer(model={self.model!r}, pre={self.pre!r}, vocab_size={self.vocab_size})"

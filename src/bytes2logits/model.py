@@ -191,21 +191,34 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, style: str) -> n
     return x
 
 
+def attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, mask: np.ndarray | None, scale) -> np.ndarray:
+    """Scaled dot-product attention for one layer, all heads at once.
+
+    ``q`` is ``[n_kv_heads, group * n, head_dim]``: the ``group`` query heads that share one KV head are
+    stacked as rows (grouped-query attention), so one batched product serves them all. ``keys``/``values``
+    are ``[n_kv_heads, n_cached, head_dim]``; ``mask`` is ``[n, n_cached]`` (0 or -inf) or None.
+    """
+    nkv, rows, hd = q.shape
+    scores = q @ keys.transpose(0, 2, 1)  # [nkv, group*n, n_cached]
+    scores *= scale
+    if mask is not None:
+        n = mask.shape[0]
+        scores = scores.reshape(nkv, rows // n, n, -1)
+        scores += mask
+        scores = scores.reshape(nkv, rows, -1)
+    return softmax(scores) @ values
+
+
 class _Linear:
-    """One weight matrix ``[out, in]`` (float32) applied as ``x @ W.T`` (+ bias), with optional ggml numerics."""
+    """One weight matrix ``[out, in]`` (float32) applied as ``x @ W.T`` (+ bias)."""
 
-    __slots__ = ("weight", "bias", "act_type")
+    __slots__ = ("weight", "bias")
 
-    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, act_type):
+    def __init__(self, weight: np.ndarray, bias: np.ndarray | None = None):
         self.weight = weight
         self.bias = bias
-        self.act_type = act_type  # None: exact float32; else the ggml vec-dot type activations are rounded to
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        if self.act_type is not None:
-            from .quants import fake_quantize
-
-            x = fake_quantize(x, self.act_type)
         y = x @ self.weight.T
         if self.bias is not None:
             y += self.bias
@@ -249,8 +262,12 @@ class Model:
         self.n_ctx = int(n_ctx) if n_ctx is not None else min(hp.n_ctx_train, 4096)
         if self.n_ctx <= 0:
             raise ValueError(f"n_ctx must be positive, got {self.n_ctx}")
+        self._rms_norm, self._attention, cache_dtype = rms_norm, attention, F32
+        if numerics == "ggml":
+            from . import ggml_numerics
+
+            self._rms_norm, self._attention, cache_dtype = ggml_numerics.rms_norm, ggml_numerics.attention, np.float16
         self._load_weights(progress)
-        cache_dtype = np.float16 if numerics == "ggml" else F32
         shape = (hp.n_layer, hp.n_head_kv, self.n_ctx, hp.head_dim)
         self.k_cache = np.zeros(shape, dtype=cache_dtype)
         self.v_cache = np.zeros(shape, dtype=cache_dtype)
@@ -287,16 +304,13 @@ class Model:
         self._loaded_types[name] = info.ggml_type
         return w
 
-    def _act_type(self, *names: str):
-        """The activation type ggml would use for a product with these weights (None in exact mode)."""
+    def _linear(self, weight: np.ndarray, bias: np.ndarray | None, names: list[str]):
+        """A matrix product layer; in ggml numerics one that rounds its input as ggml would for these weights."""
         if self.numerics == "exact":
-            return None
-        from .quants import VEC_DOT_TYPE
+            return _Linear(weight, bias)
+        from .ggml_numerics import GGMLLinear
 
-        types = {self.reader.tensors[n].ggml_type for n in names}
-        if len(types) != 1:
-            raise GGUFError(f"cannot stack {names} with different types {sorted(t.name for t in types)} in ggml numerics")
-        return VEC_DOT_TYPE[types.pop()]
+        return GGMLLinear.from_gguf(weight, bias, self.reader, names)
 
     def _load_weights(self, progress: bool) -> None:
         hp, arch = self.hparams, self.arch
@@ -314,6 +328,7 @@ class Model:
             bar.update()
         self.layers: list[_Layer] = []
         for p in names:
+            qkv_names = [f"{p}.attn_{x}.weight" for x in "qkv"]
             wq, wk, wv = (self._tensor(f"{p}.attn_{x}.weight", (n, d)) for x, n in (("q", nq), ("k", nkv), ("v", nkv)))
             bias = None
             if arch.qkv_bias:
@@ -321,17 +336,17 @@ class Model:
             self.layers.append(
                 _Layer(
                     attn_norm=self._tensor(f"{p}.attn_norm.weight", (d,)),
-                    qkv=_Linear(np.concatenate([wq, wk, wv]), bias, self._act_type(*(f"{p}.attn_{x}.weight" for x in "qkv"))),
+                    qkv=self._linear(np.concatenate([wq, wk, wv]), bias, qkv_names),
                     q_norm=self._tensor(f"{p}.attn_q_norm.weight", (hd,)) if arch.qk_norm else None,
                     k_norm=self._tensor(f"{p}.attn_k_norm.weight", (hd,)) if arch.qk_norm else None,
-                    out=_Linear(self._tensor(f"{p}.attn_output.weight", (d, nq)), None, self._act_type(f"{p}.attn_output.weight")),
+                    out=self._linear(self._tensor(f"{p}.attn_output.weight", (d, nq)), None, [f"{p}.attn_output.weight"]),
                     ffn_norm=self._tensor(f"{p}.ffn_norm.weight", (d,)),
-                    gate_up=_Linear(
+                    gate_up=self._linear(
                         np.concatenate([self._tensor(f"{p}.ffn_gate.weight", (hp.n_ff, d)), self._tensor(f"{p}.ffn_up.weight", (hp.n_ff, d))]),
                         None,
-                        self._act_type(f"{p}.ffn_gate.weight", f"{p}.ffn_up.weight"),
+                        [f"{p}.ffn_gate.weight", f"{p}.ffn_up.weight"],
                     ),
-                    down=_Linear(self._tensor(f"{p}.ffn_down.weight", (d, hp.n_ff)), None, self._act_type(f"{p}.ffn_down.weight")),
+                    down=self._linear(self._tensor(f"{p}.ffn_down.weight", (d, hp.n_ff)), None, [f"{p}.ffn_down.weight"]),
                 )
             )
             if bar:
@@ -339,7 +354,7 @@ class Model:
         self.output_norm = self._tensor("output_norm.weight", (d,))
         out_name = "output.weight" if "output.weight" in self.reader.tensors else "token_embd.weight"
         self.tied_output = out_name == "token_embd.weight"
-        self.output = _Linear(self.token_embd if self.tied_output else self._tensor(out_name, (hp.n_vocab, d)), None, self._act_type(out_name))
+        self.output = self._linear(self.token_embd if self.tied_output else self._tensor(out_name, (hp.n_vocab, d)), None, [out_name])
         if bar:
             bar.update()
             bar.close()
@@ -408,7 +423,6 @@ class Model:
         self.n_past = start_pos
         hd, nh, nkv = hp.head_dim, hp.n_head, hp.n_head_kv
         group = nh // nkv
-        ggml = self.numerics == "ggml"
         cos, sin = self.cos[start_pos:end], self.sin[start_pos:end]
         scale = F32(1.0 / np.sqrt(hd))
         # Causal mask: query i (at position start_pos + i) sees keys 0 .. start_pos + i.
@@ -418,14 +432,14 @@ class Model:
 
         x = self.token_embd[ids]  # [n, d]: a copy, which becomes the residual stream
         for li, layer in enumerate(self.layers):
-            h = rms_norm(x, layer.attn_norm, hp.rms_eps)
+            h = self._rms_norm(x, layer.attn_norm, hp.rms_eps)
             qkv = layer.qkv(h)  # [n, (nh + 2 nkv) hd]
             q = qkv[:, : nh * hd].reshape(n, nh, hd).transpose(1, 0, 2)  # [nh, n, hd]
             k = qkv[:, nh * hd : (nh + nkv) * hd].reshape(n, nkv, hd).transpose(1, 0, 2)
             v = qkv[:, (nh + nkv) * hd :].reshape(n, nkv, hd).transpose(1, 0, 2)
             if layer.q_norm is not None:
-                q = rms_norm(q, layer.q_norm, hp.rms_eps)
-                k = rms_norm(k, layer.k_norm, hp.rms_eps)
+                q = self._rms_norm(q, layer.q_norm, hp.rms_eps)
+                k = self._rms_norm(k, layer.k_norm, hp.rms_eps)
             else:
                 q, k = q.copy(), k.copy()
             apply_rope(q, cos, sin, arch.rope)
@@ -434,24 +448,10 @@ class Model:
             self.v_cache[li, :, start_pos:end] = v
             keys = self.k_cache[li, :, :end]  # [nkv, end, hd]
             values = self.v_cache[li, :, :end]
-            # Grouped-query attention: the `group` query heads that share a KV head become one batch of rows.
-            qg = q.reshape(nkv, group * n, hd)
-            if ggml:  # ggml's f16 x f32 product rounds the f32 side to f16 first
-                qg = qg.astype(np.float16).astype(F32)
-                keys, values = keys.astype(F32), values.astype(F32)
-            scores = qg @ keys.transpose(0, 2, 1)  # [nkv, group*n, end]
-            scores *= scale
-            if mask is not None:
-                scores = scores.reshape(nkv, group, n, end)
-                scores += mask
-                scores = scores.reshape(nkv, group * n, end)
-            probs = softmax(scores)
-            if ggml:
-                probs = probs.astype(np.float16).astype(F32)
-            att = probs @ values  # [nkv, group*n, hd]
+            att = self._attention(q.reshape(nkv, group * n, hd), keys, values, mask, scale)  # [nkv, group*n, hd]
             att = att.reshape(nh, n, hd).transpose(1, 0, 2).reshape(n, nh * hd)
             x += layer.out(att)
-            h = rms_norm(x, layer.ffn_norm, hp.rms_eps)
+            h = self._rms_norm(x, layer.ffn_norm, hp.rms_eps)
             gu = layer.gate_up(h)
             gate, up = gu[:, : hp.n_ff], gu[:, hp.n_ff :]
             # SiLU(g) = g * sigmoid(g), computed as g / (1 + exp(-g)) without a float64 detour.
@@ -462,6 +462,6 @@ class Model:
         self.n_past = end
         if last_only:
             x = x[-1:]
-        logits = self.output(rms_norm(x, self.output_norm, hp.rms_eps))
+        logits = self.output(self._rms_norm(x, self.output_norm, hp.rms_eps))
         assert logits.dtype == F32, f"logits drifted to {logits.dtype}"
         return logits

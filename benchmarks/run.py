@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""``make bench``: every benchmark of the project, ending with one ``ratio <name>: <value>`` line per figure.
+
+The ratios compare this project with a peer measured in the same run on the same machine (llama.cpp via
+llama-cpp-python, gguf-py); absolute speeds differ between machines, ratios much less. Targets (issue 3):
+prefill >= 2.5x llama.cpp, decode >= 0.5x llama.cpp, dequantization faster than gguf-py.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main() -> int:
+    import bench_dequant
+    import bench_engine
+
+    print("== dequantization: bytes2logits.quants vs gguf-py ==")
+    dq = bench_dequant.main(["--repeats", "3"])
+    print()
+    print("== forward pass: NumPy engine vs llama.cpp (SmolLM2-135M-Instruct) ==")
+    eng = bench_engine.main([])
+    print()
+    print("== summary ==")
+    ratios = {
+        "prefill_vs_llama_cpp": eng.get("ratio_prefill_vs_llama_cpp"),
+        "decode_vs_llama_cpp": eng.get("ratio_decode_vs_llama_cpp"),
+        "dequant_vs_gguf_py": dq["ratio_dequant_vs_gguf_py"],
+    }
+    for name, value in ratios.items():
+        print(f"ratio {name}: {value:.2f}" if value is not None else f"ratio {name}: nan")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

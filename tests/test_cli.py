@@ -1,0 +1,89 @@
+"""The engine's command line and the multi-turn chat session, end to end on the real SmolLM2 file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bytes2logits import assets
+from bytes2logits.generate import Sampler
+from bytes2logits.model import Model
+from bytes2logits.session import ChatSession
+from bytes2logits.tokenizer import Tokenizer
+
+MODEL = str(assets.path("smollm2"))
+
+
+def run(*args, input=None, timeout=300):
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    return subprocess.run([sys.executable, "-m", "bytes2logits", *args], input=input, capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+@pytest.mark.slow
+def test_chat_one_shot_answers_and_reports_speed():
+    r = run("chat", "-p", "What is the capital of France?", "--greedy", "--verbose")
+    assert r.returncode == 0, r.stderr
+    assert "Paris" in r.stdout
+    assert "tok/s prefill" in r.stderr and "tok/s decode" in r.stderr
+    assert "[prompt tokens: [1, 9690, 198" in r.stderr  # <|im_start|>system\n ... from the model's template
+
+
+@pytest.mark.slow
+def test_chat_interactive_multi_turn_from_stdin():
+    """Two turns from stdin: the second re-renders the history but evaluates only the new tokens."""
+    r = run("chat", "--greedy", "--max-tokens", "12", "--verbose",
+            input="My name is Ada.\nWhat is my name?\n/reset\n/exit\n")
+    assert r.returncode == 0, r.stderr
+    stats = [line for line in r.stderr.splitlines() if line.startswith("[prompt ") and "evaluated" in line]
+    assert len(stats) == 2, r.stderr
+    (n1, e1), (n2, e2) = [tuple(int(w) for w in line.replace(",", " ").split() if w.isdigit())[:2] for line in stats]
+    assert e1 == n1  # first turn: everything is new
+    assert n2 > n1 and e2 < n2 - n1 + 4  # second turn: the cached prefix is reused
+    assert "[new conversation]" in r.stderr
+
+
+def test_tokenize_plain_and_special():
+    plain = run("tokenize", "<|im_start|>user")
+    special = run("tokenize", "--special", "<|im_start|>user")
+    assert plain.returncode == special.returncode == 0, plain.stderr + special.stderr
+    assert json.loads(special.stdout.splitlines()[0]) == [1, 4093]
+    assert 1 not in json.loads(plain.stdout.splitlines()[0])  # user text never mints a control token
+
+
+def test_inspect_prints_metadata_and_tensors():
+    r = run("inspect", MODEL)
+    assert r.returncode == 0, r.stderr
+    assert "general.architecture" in r.stdout and "'llama'" in r.stdout
+    assert "token_embd.weight" in r.stdout and "Q8_0" in r.stdout and "[49152, 576]" in r.stdout
+    assert "(49152 items)" in r.stdout  # long arrays are summarised
+
+
+def test_errors_are_one_clear_line(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + bytes(40))
+    for args in (("inspect", str(bad)), ("chat", "--model", str(bad), "-p", "hi"), ("tokenize", "--model", str(bad), "x")):
+        r = run(*args)
+        assert r.returncode == 1, args
+        assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr, r.stderr
+    r = run("chat", "--model", str(tmp_path / "missing.gguf"), "-p", "hi")
+    assert r.returncode == 1 and "missing.gguf" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_session_reuses_the_kv_cache():
+    """Turn 2 evaluates only the tokens after the shared prefix, and answers as a fresh run would."""
+    model = Model.from_gguf(MODEL, n_ctx=512)
+    tok = Tokenizer.from_gguf(model.reader)
+    chat = ChatSession(model, tok, sampler=Sampler.greedy(), max_tokens=16)
+    chat.ask("Name a fruit.")
+    first_total = chat.last_prompt_tokens
+    second = chat.ask("And a vegetable?")
+    assert chat.last_new_tokens < chat.last_prompt_tokens - first_total + 8
+    assert chat.cached_ids == (chat.prompt_ids(chat.messages[:-1]) + list(chat.last.tokens))[: model.n_past]
+    fresh = ChatSession(Model.from_gguf(model.reader, n_ctx=512), tok, sampler=Sampler.greedy(), max_tokens=16)
+    fresh.messages = [dict(m) for m in chat.messages[:-2]]
+    assert fresh.ask("And a vegetable?") == second

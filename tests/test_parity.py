@@ -120,3 +120,17 @@ def test_template_and_tokenizer_give_llama_cpp_prompt_ids(k):
     text = tok.apply_chat_template(p["messages"], add_generation_prompt=True)
     assert text == p["text"]
     assert tok.encode(text, allowed_special="all") == p["ids"].tolist()
+
+
+def test_generate_loop_reproduces_llama_cpp_greedy(exact_model):
+    """The generation loop (prefill of the last row only, then one token per step) gives llama.cpp's ids."""
+    from bytes2logits.generate import Sampler, generate
+
+    tok = Tokenizer.from_gguf(exact_model.reader)
+    p = EXACT["prompts"][1]
+    exact_model.reset()
+    gen = generate(exact_model, tok, p["ids"].tolist(), sampler=Sampler.greedy(), max_tokens=32, stop_ids=frozenset())
+    text = "".join(gen)
+    assert gen.tokens == p["gen_ids"].tolist()
+    assert text == tok.decode(p["gen_ids"].tolist())
+    assert gen.n_past == len(p["ids"]) + 31 == exact_model.n_past

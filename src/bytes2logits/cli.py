@@ -128,6 +128,8 @@ def chat_main(argv: list[str]) -> int:
         for piece in session.send(text):
             print(piece, end="", flush=True)
         print()
+        if session.last is not None and session.last.stop_reason == "context_full":
+            print(f"[{session.last.stop_message}]", file=sys.stderr)
         if args.verbose:
             print_stats(session)
 

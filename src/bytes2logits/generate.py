@@ -402,6 +402,7 @@ class Generation:
                  stops: tuple[bytes, ...], stop_ids: frozenset[int], start_pos: int):
         """Store the already-validated settings; use :func:`generate` to create one."""
         self._model = model
+        self._last_only: bool | None = None  # whether model.forward takes last_only (found on first use)
         self._tokenizer = tokenizer
         self._prompt = prompt_ids
         self._sampler = sampler
@@ -448,12 +449,29 @@ class Generation:
         )
 
     def _forward(self, ids: np.ndarray) -> np.ndarray:
-        """Evaluate ``ids`` at positions ``n_past...``; return the last row of logits."""
-        out = np.asarray(self._model.forward(ids, start_pos=self.n_past))
-        if out.ndim != 2 or out.shape[0] != len(ids):
+        """Evaluate ``ids`` at positions ``n_past...``; return the last row of logits.
+
+        Generation only needs the last position's logits. A model whose ``forward`` takes ``last_only``
+        (the engine's :class:`~bytes2logits.model.Model` does) is asked for just that row, which skips the
+        vocabulary-sized product for every other prompt position.
+        """
+        if self._last_only is None:
+            import inspect
+
+            try:
+                self._last_only = "last_only" in inspect.signature(self._model.forward).parameters
+            except (TypeError, ValueError):
+                self._last_only = False
+        if self._last_only:
+            out = np.asarray(self._model.forward(ids, start_pos=self.n_past, last_only=True))
+            rows = 1
+        else:
+            out = np.asarray(self._model.forward(ids, start_pos=self.n_past))
+            rows = len(ids)
+        if out.ndim != 2 or out.shape[0] != rows:
             raise RuntimeError(
                 f"model.forward returned logits of shape {out.shape} for {len(ids)} token(s); "
-                f"expected ({len(ids)}, vocab)"
+                f"expected ({rows}, vocab)"
             )
         self.n_past += len(ids)
         return out[-1]

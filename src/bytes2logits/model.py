@@ -41,7 +41,8 @@ import numpy as np
 from .errors import ContextFullError, GGUFError
 from .gguf import GGMLType, GGUFReader
 
-__all__ = ["Model", "Hyperparameters", "ARCHITECTURES", "rms_norm", "rope_angles", "apply_rope", "softmax"]
+__all__ = ["Model", "Hyperparameters", "ARCHITECTURES", "attention", "rms_norm", "rope_angles", "apply_rope", "softmax",
+           "swiglu"]
 
 F32 = np.float32
 
@@ -142,6 +143,21 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """Scale each row of ``x`` to unit root-mean-square, then multiply by ``weight`` (float32 throughout)."""
     ms = np.mean(np.square(x), axis=-1, keepdims=True, dtype=F32)
     return x * (F32(1.0) / np.sqrt(ms + F32(eps))) * weight
+
+
+def swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """``silu(gate) * up``, the gated feed-forward activation; ``silu(g) = g * sigmoid(g) = g / (1 + e^-g)``.
+
+    Computed in one float32 buffer (no temporaries per step). For ``g < -88``, ``e^-g`` overflows to inf
+    and the result is ``-0.0``, which is the right limit.
+    """
+    act = np.negative(gate)
+    with np.errstate(over="ignore"):
+        np.exp(act, out=act)
+    act += F32(1.0)
+    np.divide(gate, act, out=act)
+    act *= up
+    return act
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -454,11 +470,7 @@ class Model:
             h = self._rms_norm(x, layer.ffn_norm, hp.rms_eps)
             gu = layer.gate_up(h)
             gate, up = gu[:, : hp.n_ff], gu[:, hp.n_ff :]
-            # SiLU(g) = g * sigmoid(g), computed as g / (1 + exp(-g)) without a float64 detour.
-            with np.errstate(over="ignore"):  # exp(-g) overflows to inf for g < -88: the result is -0.0, fine
-                act = gate / (F32(1.0) + np.exp(-gate))
-            act *= up
-            x += layer.down(act)
+            x += layer.down(swiglu(gate, up))
         self.n_past = end
         if last_only:
             x = x[-1:]

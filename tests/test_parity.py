@@ -77,26 +77,29 @@ def test_exact_greedy_matches_llama_cpp(exact_model, k):
     assert np.abs(top - p["gen_top_logits"]).max() <= 1e-3
 
 
-def test_ggml_numerics_figures():
-    """numerics="ggml" against llama.cpp on the Q4_1 file: report top-1 agreement and greedy matches.
+def test_ggml_numerics_reproduce_llama_cpp_on_q4_1():
+    """numerics="ggml" against llama.cpp on the Q4_1 file itself (f16 KV cache, 8-bit activations).
 
-    The targets are top-1 on >= 99.5% of prompt positions and 4 of 5 identical greedy runs; the floor
-    asserted here is what the current emulation reliably reaches (see README, "Parity with llama.cpp").
+    Targets: top-1 agreement on >= 99.5% of prompt positions and identical 32-token greedy runs on at
+    least 4 of 5 prompts (exact float32 math reaches about 97.6% and 2 of 5: quantization noise).
     """
     model = Model.from_gguf(assets.path("smollm2"), n_ctx=256, numerics="ggml")
-    exact = Model.from_gguf(model.reader, n_ctx=256)
-    agree = agree_exact = total = greedy = 0
+    agree = total = greedy = 0
+    worst = 0.0
     for p in GGML["prompts"]:
         model.reset()
-        exact.reset()
-        agree += int((model.forward(p["ids"]).argmax(-1) == p["argmax"]).sum())
-        agree_exact += int((exact.forward(p["ids"]).argmax(-1) == p["argmax"]).sum())
+        logits = model.forward(p["ids"])
+        assert logits.dtype == np.float32
+        agree += int((logits.argmax(-1) == p["argmax"]).sum())
         total += len(p["ids"])
+        top = np.take_along_axis(logits, p["top_ids"].astype(np.int64), axis=1)
+        worst = max(worst, float(np.abs(top - p["top_logits"]).max()))
         ids, _ = _greedy(model, p["ids"], GGML["n_gen"])
         greedy += ids == p["gen_ids"].tolist()
-    print(f"ggml numerics: top-1 {agree}/{total} = {agree / total:.4f} (exact math: {agree_exact / total:.4f}); "
-          f"greedy identical on {greedy}/5 prompts")
-    assert agree / total >= 0.95
+    print(f"ggml numerics: top-1 {agree}/{total} = {agree / total:.4f}, greedy identical on {greedy}/5 prompts, "
+          f"max |dlogit| over the top 64 = {worst:.2e}")
+    assert agree / total >= 0.995
+    assert greedy >= 4
 
 
 @pytest.mark.parametrize("arch", TINY_ARCHS)

@@ -303,21 +303,25 @@ class _Q4_1:
         nb = k // 32
         out = self.q.shape[-1]
         a = np.ascontiguousarray(qa.reshape(n, k // 4, 4).transpose(1, 0, 2), dtype=F32)  # [k/4, n, 4]
-        lanes = np.matmul(a, self.q).reshape(nb, 8, n, out).astype(F64)  # integers < 2**13: exact
-        # fma(d_w*d_a, lane, acc), block after block: the product is exact in float64, so one float64
-        # addition and one rounding to float32 give the FMA's result (see _fma)
+        # fma(d_w*d_a, lane, acc), block after block: the product of two float32 numbers is exact in
+        # float64, so a float64 product, a float64 addition and one rounding to float32 give the FMA's
+        # result (see _fma). Per block: its 8 lanes (integers < 2**13, exact in float32; computed block by
+        # block so they stay in cache), the product into tmp, the sum rounded into acc.
         dd = np.multiply(da.T[:, :, None], self.d.T[:, None, :], dtype=F32)  # [nb, n, out]
-        acc32 = np.zeros((8, n, out), F32)
-        acc = np.zeros((8, n, out), F64)  # acc32 widened, to keep the loop in one dtype
-        tmp = np.empty((8, n, out), F64)
+        acc = np.zeros((8, n, out), F32)
+        rows = max(1, (1 << 20) // (64 * out))  # rows per chunk: the float64 scratch stays about 1 MiB
+        tmp = np.empty((8, rows, out), F64)
+        lanes = np.empty((8, rows, out), F32)
+        for r0 in range(0, n, rows):
+            r1 = min(n, r0 + rows)
+            t, ln, ac = tmp[:, : r1 - r0], lanes[:, : r1 - r0], acc[:, r0:r1]
+            for b in range(nb):
+                np.matmul(a[8 * b : 8 * b + 8, r0:r1], self.q[8 * b : 8 * b + 8], out=ln)
+                np.multiply(ln, dd[b, r0:r1], out=t, dtype=F64)
+                np.add(t, ac, out=ac, dtype=F64, casting="unsafe")
         mins = np.zeros((n, out), F32)
         for b in range(nb):
-            np.multiply(lanes[b], dd[b].astype(F64), out=tmp)
-            tmp += acc
-            acc32[...] = tmp
-            acc[...] = acc32
             mins = _fma(sa[:, b, None], self.m[None, :, b], mins)
-        acc = acc32
         r = acc[4:] + acc[:4]
         y = ((r[0] + r[2]) + (r[1] + r[3])) + mins
         return y.reshape(*lead, out)

@@ -278,16 +278,19 @@ class Model:
         self.n_ctx = int(n_ctx) if n_ctx is not None else min(hp.n_ctx_train, 4096)
         if self.n_ctx <= 0:
             raise ValueError(f"n_ctx must be positive, got {self.n_ctx}")
-        self._rms_norm, self._attention, cache_dtype = rms_norm, attention, F32
+        # The operations whose rounding differs between the two numerics; everything else is shared.
+        self._rms_norm, self._attention, self._swiglu, self._apply_rope = rms_norm, attention, swiglu, apply_rope
+        angles, cache_dtype = rope_angles, F32
         if numerics == "ggml":
-            from . import ggml_numerics
+            from . import ggml_numerics as g
 
-            self._rms_norm, self._attention, cache_dtype = ggml_numerics.rms_norm, ggml_numerics.attention, np.float16
+            self._rms_norm, self._attention, self._swiglu, self._apply_rope = g.rms_norm, g.attention, g.swiglu, g.apply_rope
+            angles, cache_dtype = g.rope_angles, np.float16
         self._load_weights(progress)
         shape = (hp.n_layer, hp.n_head_kv, self.n_ctx, hp.head_dim)
         self.k_cache = np.zeros(shape, dtype=cache_dtype)
         self.v_cache = np.zeros(shape, dtype=cache_dtype)
-        self.cos, self.sin = rope_angles(self.n_ctx, hp.rope_dim, hp.rope_base, hp.rope_freq_scale)
+        self.cos, self.sin = angles(self.n_ctx, hp.rope_dim, hp.rope_base, hp.rope_freq_scale)
         self.n_past = 0
         self.load_seconds = time.perf_counter() - t0
 
@@ -458,8 +461,8 @@ class Model:
                 k = self._rms_norm(k, layer.k_norm, hp.rms_eps)
             else:
                 q, k = q.copy(), k.copy()
-            apply_rope(q, cos, sin, arch.rope)
-            apply_rope(k, cos, sin, arch.rope)
+            self._apply_rope(q, cos, sin, arch.rope)
+            self._apply_rope(k, cos, sin, arch.rope)
             self.k_cache[li, :, start_pos:end] = k
             self.v_cache[li, :, start_pos:end] = v
             keys = self.k_cache[li, :, :end]  # [nkv, end, hd]
@@ -470,7 +473,7 @@ class Model:
             h = self._rms_norm(x, layer.ffn_norm, hp.rms_eps)
             gu = layer.gate_up(h)
             gate, up = gu[:, : hp.n_ff], gu[:, hp.n_ff :]
-            x += layer.down(swiglu(gate, up))
+            x += layer.down(self._swiglu(gate, up))
         self.n_past = end
         if last_only:
             x = x[-1:]

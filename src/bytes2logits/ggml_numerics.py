@@ -52,7 +52,7 @@ from functools import lru_cache
 import numpy as np
 
 from .gguf import GGMLType, GGUFReader
-from .model import F32
+from .model import F32, rope_pairs
 from .quants import VEC_DOT_TYPE, fake_quantize, quantize_activation
 
 __all__ = ["GGMLLinear", "attention", "rms_norm", "swiglu", "rope_angles", "apply_rope", "expf"]
@@ -168,13 +168,7 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, style: str) -> n
     ``-ffp-contract=fast``, its default outside strict ISO mode) fuses each into one FMA:
     ``fma(x0, cos, -(x1*sin))`` and ``fma(x0, sin, x1*cos)``: the first product is never rounded.
     """
-    half = cos.shape[-1]
-    if style == "norm":
-        a = x[..., 0 : 2 * half : 2]
-        b = x[..., 1 : 2 * half : 2]
-    else:
-        a = x[..., :half]
-        b = x[..., half : 2 * half]
+    a, b = rope_pairs(x, cos.shape[-1], style)
     x0, x1 = a.copy(), b.copy()
     a[...] = _fma(x0, cos, -(x1 * sin))
     b[...] = _fma(x0, sin, x1 * cos)

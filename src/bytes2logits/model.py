@@ -187,6 +187,17 @@ def rope_angles(n_pos: int, rope_dim: int, base: float, freq_scale: float = 1.0)
     return np.cos(theta), np.sin(theta)
 
 
+def rope_pairs(x: np.ndarray, half: int, style: str) -> tuple[np.ndarray, np.ndarray]:
+    """Views of the two halves of every rotated pair along the last axis of ``x``.
+
+    ``"norm"`` (llama in GGUF): pair ``i`` is ``(x[2i], x[2i+1])``; ``"neox"`` (Qwen, GPT-NeoX): pair ``i`` is
+    ``(x[i], x[i + half])``. ``half`` is ``rope_dim // 2``.
+    """
+    if style == "norm":
+        return x[..., 0 : 2 * half : 2], x[..., 1 : 2 * half : 2]
+    return x[..., :half], x[..., half : 2 * half]
+
+
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, style: str) -> np.ndarray:
     """Rotate ``x`` of shape ``[heads, n, head_dim]`` in place by the angles for its ``n`` positions.
 
@@ -194,13 +205,7 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, style: str) -> n
     ``(x[2i], x[2i+1])`` (llama in GGUF), ``"neox"`` rotates ``(x[i], x[i + rope_dim/2])`` (Qwen, GPT-NeoX).
     Dimensions beyond ``rope_dim`` are left alone.
     """
-    half = cos.shape[-1]
-    if style == "norm":
-        a = x[..., 0 : 2 * half : 2]
-        b = x[..., 1 : 2 * half : 2]
-    else:
-        a = x[..., :half]
-        b = x[..., half : 2 * half]
+    a, b = rope_pairs(x, cos.shape[-1], style)
     a0 = a.copy()
     a *= cos
     a -= b * sin

@@ -731,39 +731,7 @@ def bpe_merge(symbols: list[str], ranks: Mapping[str, int]) -> list[str]:
             syms[best:best + 2] = [syms[best] + syms[best + 1]]
         return syms
 
-    n = len(symbols)
-    text = list(symbols)
-    nxt = list(range(1, n + 1))
-    nxt[-1] = -1
-    prv = list(range(-1, n - 1))
-    heap: list[tuple[int, int, int, str]] = []
-
-    def push(left: int, right: int) -> None:
-        if left < 0 or right < 0:
-            return
-        r = ranks.get(text[left] + " " + text[right])
-        if r is not None:
-            heapq.heappush(heap, (r, left, right, text[left] + text[right]))
-
-    for k in range(n - 1):
-        push(k, k + 1)
-    while heap:
-        _, left, right, joined = heapq.heappop(heap)
-        if not text[left] or not text[right] or nxt[left] != right or text[left] + text[right] != joined:
-            continue  # stale: one of the two symbols changed after this pair was pushed
-        text[left] = joined
-        text[right] = ""
-        nxt[left] = nxt[right]
-        if nxt[right] >= 0:
-            prv[nxt[right]] = left
-        push(prv[left], left)
-        push(left, nxt[left])
-    out = []
-    k = 0
-    while k >= 0:
-        out.append(text[k])
-        k = nxt[k]
-    return out
+    return _merge_by_priority(list(symbols), lambda left, right: ranks.get(left + " " + right))
 
 
 def spm_merge(text: str, token_to_id: Mapping[str, int], scores) -> list[str]:
@@ -776,31 +744,44 @@ def spm_merge(text: str, token_to_id: Mapping[str, int], scores) -> list[str]:
     >>> spm_merge("▁ab", {"▁a": 0, "ab": 1, "▁ab": 2}, [-1.0, -2.0, -0.5])
     ['▁ab']
     """
-    n = len(text)
-    if n < 2:
+    if len(text) < 2:
         return [text] if text else []
-    sym = list(text)
+
+    def priority(left: str, right: str) -> float | None:
+        tid = token_to_id.get(left + right)
+        return None if tid is None else -scores[tid]
+
+    return _merge_by_priority(list(text), priority)
+
+
+def _merge_by_priority(symbols: list[str], priority) -> list[str]:
+    """Merge adjacent symbols, best pair first, until no pair can merge; the loop BPE and SentencePiece share.
+
+    ``priority(left, right)`` is None when the pair cannot merge, else a number: lower merges first,
+    leftmost first on ties. A heap holds the candidate pairs and a linked list the symbols, so a long
+    text costs O(n log n); a heap entry whose symbols changed since it was pushed is skipped.
+    """
+    n = len(symbols)
     nxt = list(range(1, n + 1))
     nxt[-1] = -1
     prv = list(range(-1, n - 1))
-    heap: list[tuple[float, int, int, int]] = []
+    heap: list[tuple[float, int, int, str]] = []
 
     def push(left: int, right: int) -> None:
         if left < 0 or right < 0:
             return
-        joined = sym[left] + sym[right]
-        tid = token_to_id.get(joined)
-        if tid is not None:
-            heapq.heappush(heap, (-scores[tid], left, right, len(joined)))
+        p = priority(symbols[left], symbols[right])
+        if p is not None:
+            heapq.heappush(heap, (p, left, right, symbols[left] + symbols[right]))
 
     for k in range(n - 1):
         push(k, k + 1)
     while heap:
-        _, left, right, size = heapq.heappop(heap)
-        if not sym[left] or not sym[right] or len(sym[left]) + len(sym[right]) != size:
-            continue  # stale entry
-        sym[left] += sym[right]
-        sym[right] = ""
+        _, left, right, joined = heapq.heappop(heap)
+        if not symbols[left] or not symbols[right] or nxt[left] != right or symbols[left] + symbols[right] != joined:
+            continue  # stale: one of the two symbols changed after this pair was pushed
+        symbols[left] = joined
+        symbols[right] = ""
         nxt[left] = nxt[right]
         if nxt[right] >= 0:
             prv[nxt[right]] = left
@@ -809,7 +790,7 @@ def spm_merge(text: str, token_to_id: Mapping[str, int], scores) -> list[str]:
     out = []
     k = 0
     while k >= 0:
-        out.append(sym[k])
+        out.append(symbols[k])
         k = nxt[k]
     return out
 

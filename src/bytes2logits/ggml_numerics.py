@@ -52,7 +52,7 @@ from functools import lru_cache
 import numpy as np
 
 from .gguf import GGMLType, GGUFReader
-from .model import F32, rope_pairs
+from .model import F32, rope_pairs, rope_theta
 from .quants import VEC_DOT_TYPE, fake_quantize, quantize_activation
 
 __all__ = ["GGMLLinear", "attention", "rms_norm", "swiglu", "rope_angles", "apply_rope", "expf"]
@@ -146,12 +146,7 @@ def rope_angles(n_pos: int, rope_dim: int, base: float, freq_scale: float = 1.0)
     ``cos`` is enough to flip an int8 rounding later, so the C functions are called here through ctypes
     (falling back to the correctly rounded value where no C library can be loaded).
     """
-    half = rope_dim // 2
-    theta_scale = F32(base) ** F32(-2.0 / rope_dim)
-    steps = np.empty((n_pos, half), dtype=F32)
-    steps[:, 0] = np.arange(n_pos, dtype=F32) * F32(freq_scale)
-    steps[:, 1:] = theta_scale
-    theta = np.cumprod(steps, axis=1, dtype=F32)
+    theta = rope_theta(n_pos, rope_dim, base, freq_scale)
     lib = _libm()
     if lib is None:
         return np.cos(theta.astype(F64)).astype(F32), np.sin(theta.astype(F64)).astype(F32)

@@ -178,13 +178,22 @@ def rope_angles(n_pos: int, rope_dim: int, base: float, freq_scale: float = 1.0)
     built as ggml builds them (``theta`` multiplied step by step by ``base ** (-2 / rope_dim)`` in float32),
     so the tables agree with llama.cpp's to the last bit of the angle.
     """
+    theta = rope_theta(n_pos, rope_dim, base, freq_scale)
+    return np.cos(theta), np.sin(theta)
+
+
+def rope_theta(n_pos: int, rope_dim: int, base: float, freq_scale: float = 1.0) -> np.ndarray:
+    """The rotation angles ``[n_pos, rope_dim // 2]``: ``theta[p, i] = p * base ** (-2 i / rope_dim)``.
+
+    Built as ggml builds them: start from the position and multiply step by step by
+    ``base ** (-2 / rope_dim)`` in float32 (``cumprod``), so the angles match llama.cpp's bit for bit.
+    """
     half = rope_dim // 2
     theta_scale = F32(base) ** F32(-2.0 / rope_dim)
     steps = np.empty((n_pos, half), dtype=F32)
     steps[:, 0] = np.arange(n_pos, dtype=F32) * F32(freq_scale)
     steps[:, 1:] = theta_scale
-    theta = np.cumprod(steps, axis=1, dtype=F32)
-    return np.cos(theta), np.sin(theta)
+    return np.cumprod(steps, axis=1, dtype=F32)
 
 
 def rope_pairs(x: np.ndarray, half: int, style: str) -> tuple[np.ndarray, np.ndarray]:

@@ -72,6 +72,10 @@ def test_errors_are_one_clear_line(tmp_path):
         assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr, r.stderr
     r = run("chat", "--model", str(tmp_path / "missing.gguf"), "-p", "hi")
     assert r.returncode == 1 and "missing.gguf" in r.stderr and "Traceback" not in r.stderr
+    env = {**os.environ, "BYTES2LOGITS_CACHE": str(tmp_path / "empty-cache")}
+    r = subprocess.run([sys.executable, "-m", "bytes2logits", "chat", "-p", "hi"], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "fetch" in r.stderr, r.stderr
 
 
 def test_session_reuses_the_kv_cache():

@@ -106,8 +106,8 @@ def chat_main(argv: list[str]) -> int:
     from .session import ChatSession, print_stats
     from .tokenizer import Tokenizer
 
-    path = args.model or _default_model()
     try:
+        path = args.model or _default_model()
         sampler = _sampler(args)
         model = Model.from_gguf(path, n_ctx=args.n_ctx, numerics=args.numerics, progress=sys.stderr.isatty())
         tokenizer = Tokenizer.from_gguf(model.reader)

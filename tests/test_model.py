@@ -135,3 +135,57 @@ def test_rope_rotates_the_right_pairs(style):
         eb = x[..., a] * np.sin(theta) + x[..., b] * np.cos(theta)
         np.testing.assert_allclose(y[..., a], ea, atol=1e-5)
         np.testing.assert_allclose(y[..., b], eb, atol=1e-5)
+
+
+def _tiny_llama(path, *, extra=(), **keys):
+    """A 1-layer random llama GGUF (no tokenizer: the model does not need one), with overrides."""
+    gguf = pytest.importorskip("gguf")
+    rng = np.random.default_rng(0)
+    d, ff, vocab = 32, 64, 40
+    w = gguf.GGUFWriter(path, arch="llama")
+    meta = {"llama.context_length": 64, "llama.embedding_length": d, "llama.block_count": 1,
+            "llama.feed_forward_length": ff, "llama.attention.head_count": 4, "llama.attention.head_count_kv": 2,
+            "llama.rope.freq_base": 10000.0, "llama.attention.layer_norm_rms_epsilon": 1e-5, **keys}
+    for k, v in meta.items():
+        (w.add_uint32 if isinstance(v, int) and v >= 0 else w.add_float32 if isinstance(v, float) else w.add_int32)(k, v)
+    shapes = {"token_embd.weight": (vocab, d), "output_norm.weight": (d,), "blk.0.attn_norm.weight": (d,),
+              "blk.0.ffn_norm.weight": (d,), "blk.0.attn_q.weight": (d, d), "blk.0.attn_k.weight": (d // 2, d),
+              "blk.0.attn_v.weight": (d // 2, d), "blk.0.attn_output.weight": (d, d),
+              "blk.0.ffn_gate.weight": (ff, d), "blk.0.ffn_up.weight": (ff, d), "blk.0.ffn_down.weight": (d, ff)}
+    for name in extra:
+        shapes[name] = (d,)
+    for name, shape in shapes.items():
+        w.add_tensor(name, (rng.standard_normal(shape) * 0.2).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_hostile_models_are_refused_by_name(tmp_path):
+    """Files that parse but would compute something wrong or crash deep in NumPy are refused up front."""
+    ok = Model.from_gguf(_tiny_llama(tmp_path / "ok.gguf"))
+    assert ok.forward([1, 2, 3]).shape == (3, 40)
+    cases = {
+        "rope_freqs": ({"extra": ["rope_freqs.weight"]}, "rope_freqs.weight"),
+        "unknown tensor": ({"extra": ["blk.0.mystery.weight"]}, "does not use: blk.0.mystery.weight"),
+        "zero layers": ({"llama.block_count": 0}, "'llama.block_count' = 0"),
+        "zero rope base": ({"llama.rope.freq_base": 0.0}, "'llama.rope.freq_base' = 0.0"),
+        "negative eps": ({"llama.attention.layer_norm_rms_epsilon": -1.0}, "layer_norm_rms_epsilon"),
+        "zero rope dims": ({"llama.rope.dimension_count": 0}, "'llama.rope.dimension_count' = 0"),
+    }
+    for label, (kw, message) in cases.items():
+        extra = kw.pop("extra", ())
+        with pytest.raises(GGUFError, match=None) as e:
+            Model.from_gguf(_tiny_llama(tmp_path / f"{label}.gguf", extra=extra, **kw))
+        assert message in str(e.value), (label, str(e.value))
+
+
+def test_start_pos_must_be_an_int(model):
+    model.reset()
+    model.forward([1, 2])
+    for bad in (1.0, True, "1"):
+        with pytest.raises(TypeError, match="start_pos must be an int"):
+            model.forward([3], start_pos=bad)
+    assert model.n_past == 2

@@ -95,9 +95,12 @@ class Hyperparameters:
             value = reader.get(full, default)
             if value is None:
                 raise GGUFError(f"{reader.path}: required metadata key {full!r} is missing")
-            if isinstance(value, np.ndarray) or isinstance(value, (str, list)):
+            if isinstance(value, (np.ndarray, str, list, bool)):
                 raise GGUFError(f"{reader.path}: metadata key {full!r} should be a number, got {type(value).__name__}")
-            return kind(value)
+            value = kind(value)
+            if not (np.isfinite(value) and value > 0 or key == "attention.layer_norm_rms_epsilon" and value >= 0):
+                raise GGUFError(f"{reader.path}: metadata key {full!r} = {value!r} is not a positive number")
+            return value
 
         n_embd = num("embedding_length")
         n_head = num("attention.head_count")
@@ -114,9 +117,14 @@ class Hyperparameters:
         if rope_dim > head_dim or rope_dim % 2:
             raise GGUFError(f"{reader.path}: {arch}.rope.dimension_count {rope_dim} does not fit head size {head_dim}")
         scaling = reader.get(f"{arch}.rope.scaling.type", "none")
-        factor = float(reader.get(f"{arch}.rope.scaling.factor", 0.0) or 0.0)
+        factor = reader.get(f"{arch}.rope.scaling.factor", 0.0) or 0.0
+        if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not np.isfinite(factor) or factor < 0:
+            raise GGUFError(f"{reader.path}: {arch}.rope.scaling.factor must be a non-negative number, got {factor!r}")
         if scaling not in ("none", "linear") and factor not in (0.0, 1.0):
             raise GGUFError(f"{reader.path}: RoPE scaling {scaling!r} is not supported (only none and linear)")
+        if "rope_freqs.weight" in reader.tensors:
+            raise GGUFError(f"{reader.path}: tensor 'rope_freqs.weight' (per-frequency RoPE factors, Llama 3.1 "
+                            "style) is not supported")
         freq_scale = 1.0 / factor if scaling == "linear" and factor > 0 else 1.0
         if "token_embd.weight" not in reader.tensors:
             raise GGUFError(f"{reader.path}: tensor 'token_embd.weight' is missing")
@@ -335,7 +343,10 @@ class Model:
             # A 1-row matrix may be stored as a vector and vice versa; anything else is a real mismatch.
             if int(np.prod(info.shape)) != int(np.prod(shape)) or len(shape) > 1 and info.shape[-1] != shape[-1]:
                 raise GGUFError(f"{self.reader.path}: tensor {name!r} has shape {list(info.shape)}, expected {list(shape)}")
-        w = dequantize(self.reader.tensor_bytes(name), info.ggml_type, info.shape).reshape(shape)
+        try:
+            w = dequantize(self.reader.tensor_bytes(name), info.ggml_type, info.shape).reshape(shape)
+        except GGUFError as e:
+            raise GGUFError(f"{self.reader.path}: tensor {name!r}: {e}") from None
         self._loaded_types[name] = info.ggml_type
         return w
 
@@ -393,6 +404,14 @@ class Model:
         if bar:
             bar.update()
             bar.close()
+        unused = [n for n in self.reader.tensors if n not in self._loaded_types]
+        if unused:
+            more = f" and {len(unused) - 5} more" if len(unused) > 5 else ""
+            raise GGUFError(
+                f"{self.reader.path}: tensors this {hp.arch} model does not use: {', '.join(unused[:5])}{more} "
+                "(a different architecture or a feature this engine does not implement; refusing rather than "
+                "computing something else)"
+            )
 
     # -- properties ------------------------------------------------------------------------------------------
     @property
@@ -444,6 +463,9 @@ class Model:
         ids = self._check_ids(ids)
         n = len(ids)
         hp, arch = self.hparams, self.arch
+        if isinstance(start_pos, bool) or not hasattr(start_pos, "__index__"):
+            raise TypeError(f"start_pos must be an int, not {type(start_pos).__name__}")
+        start_pos = int(start_pos)
         if not 0 <= start_pos <= self.n_past:
             raise ValueError(
                 f"start_pos {start_pos} must be between 0 and the {self.n_past} positions already cached"

@@ -15,7 +15,47 @@ from dataclasses import dataclass, field
 
 from .errors import ContextFullError
 
-__all__ = ["ChatSession", "common_prefix_length"]
+__all__ = ["ChatSession", "common_prefix_length", "message_spans"]
+
+
+def message_spans(tokenizer, messages: list[dict], text: str) -> list[tuple[int, int]]:
+    """Where the messages' own text sits in the rendered prompt ``text``, for the messages that need it.
+
+    Only a message whose content contains the text of a control token (``<|im_end|>``, ``<|im_start|>``…)
+    needs protecting. To find it, the conversation is rendered again with a unique placeholder instead
+    of each content; replacing the placeholders by the contents must give ``text`` back, and then the
+    placeholders' positions are the contents' spans. A template that rewrites message text (so the
+    check fails) while a message carries marker text is refused with a :class:`TokenizerError`.
+    """
+    from .errors import TokenizerError
+
+    markers = tuple(tokenizer.special_tokens)
+    risky = [i for i, m in enumerate(messages)
+             if isinstance(m.get("content"), str) and any(t in m["content"] for t in markers)]
+    if not risky:
+        return []
+    holders = {i: f"\ue000{i}\ue001" for i in risky}
+    stand_in = [dict(m, content=holders[i]) if i in holders else m for i, m in enumerate(messages)]
+    skeleton = tokenizer.apply_chat_template(stand_in, add_generation_prompt=True)
+    spans, rebuilt, pos = [], [], 0
+    for i in risky:
+        at = skeleton.find(holders[i], pos)
+        if at < 0:
+            break
+        rebuilt.append(skeleton[pos:at])
+        start = sum(map(len, rebuilt))
+        rebuilt.append(messages[i]["content"])
+        spans.append((start, start + len(messages[i]["content"])))
+        pos = at + len(holders[i])
+    rebuilt.append(skeleton[pos:])
+    if len(spans) != len(risky) or "".join(rebuilt) != text:
+        i = risky[0]
+        found = next(t for t in markers if t in messages[i]["content"])
+        raise TokenizerError(
+            f"message {i} ({messages[i].get('role')}) contains the control-token text {found!r}, and this chat "
+            f"template changes message text before inserting it, so it cannot be kept as plain text: remove it"
+        )
+    return spans
 
 
 def common_prefix_length(a, b) -> int:
@@ -51,6 +91,13 @@ class ChatSession:
     last_new_tokens: int = 0
 
     def __post_init__(self):
+        from .errors import TokenizerError
+
+        if self.model.vocab_size != self.tokenizer.vocab_size:
+            raise TokenizerError(
+                f"the model's token_embd.weight has {self.model.vocab_size} rows but tokenizer.ggml.tokens has "
+                f"{self.tokenizer.vocab_size} entries: this tokenizer does not belong to this model"
+            )
         if self.system:
             self.messages.append({"role": "system", "content": self.system})
 
@@ -61,9 +108,15 @@ class ChatSession:
         self.model.reset()
 
     def prompt_ids(self, messages: list[dict]) -> list[int]:
-        """Render ``messages`` with the chat template (ending in the assistant opener) and tokenize them."""
+        """Render ``messages`` with the chat template (ending in the assistant opener) and tokenize them.
+
+        The markers the *template* writes become control tokens; marker text inside a *message*
+        (a user typing ``<|im_end|>``) stays plain text, so nobody can close their turn and open a fake
+        system turn. See :func:`message_spans`.
+        """
         text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-        return self.tokenizer.encode(text, allowed_special="all")
+        spans = message_spans(self.tokenizer, messages, text)
+        return self.tokenizer.encode(text, allowed_special="all", literal_spans=spans)
 
     def send(self, text: str):
         """Add a user message and yield the answer's text as it is generated.
@@ -78,7 +131,7 @@ class ChatSession:
         if len(ids) + 1 > self.model.n_ctx:
             raise ContextFullError(
                 f"the conversation is {len(ids)} tokens and the context window holds {self.model.n_ctx}: "
-                f"start a new conversation (/reset) or load the model with a larger n_ctx"
+                f"start a new conversation or use a larger context (--n-ctx)"
             )
         keep = min(common_prefix_length(ids, self.cached_ids), self.model.n_past, len(ids) - 1)
         new = ids[keep:]

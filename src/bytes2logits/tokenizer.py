@@ -39,9 +39,12 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
 import regex
 
 from .errors import TokenizerError
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 from .pretokenizers import get_pre_tokenizer, split
 
 __all__ = ["Tokenizer", "BYTE_TO_CHAR", "CHAR_TO_BYTE", "TokenType", "SUPPORTED_MODELS"]
@@ -112,6 +115,25 @@ _FIM_REP = ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>
 _FIM_SEP = ("<|file_sep|>",)
 
 _MISSING = object()
+
+
+def _numeric_list(value, key: str, kinds: str) -> list:
+    """A 1-D numeric metadata array as a list; anything else is a TokenizerError naming ``key``."""
+    arr = value if isinstance(value, np.ndarray) else None
+    if arr is None and isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        arr = np.asarray(value)
+    if arr is None or arr.ndim != 1 or (arr.size and arr.dtype.kind not in kinds):
+        what = type(value).__name__ if arr is None else f"a {arr.ndim}-D {arr.dtype} array"
+        raise TokenizerError(f"{key} must be a 1-D array of numbers, got {what}")
+    return arr.tolist()
+
+
+def _flag(md: Mapping[str, Any], key: str, default: bool) -> bool:
+    """A boolean metadata key (a string such as "false" is an error, not True)."""
+    value = md.get(key, default)
+    if not isinstance(value, (bool, np.bool_)):
+        raise TokenizerError(f"{key} must be a boolean, got {value!r}")
+    return bool(value)
 
 
 def _first_present(token_to_id: Mapping[str, int], texts: Iterable[str]) -> int | None:
@@ -205,7 +227,7 @@ class Tokenizer:
         if types is None:
             types = [TokenType.NORMAL] * n
         else:
-            types = types.tolist() if hasattr(types, "tolist") else [int(x) for x in types]
+            types = _numeric_list(types, "tokenizer.ggml.token_type", "iu")
             if len(types) != n:
                 raise TokenizerError(f"tokenizer.ggml.token_type has {len(types)} entries but "
                                      f"tokenizer.ggml.tokens has {n}")
@@ -215,7 +237,7 @@ class Tokenizer:
         if scores is None:
             self._scores = None
         else:
-            self._scores = scores.tolist() if hasattr(scores, "tolist") else [float(x) for x in scores]
+            self._scores = _numeric_list(scores, "tokenizer.ggml.scores", "iuf")
             if len(self._scores) != n:
                 raise TokenizerError(f"tokenizer.ggml.scores has {len(self._scores)} entries but "
                                      f"tokenizer.ggml.tokens has {n}")
@@ -256,13 +278,12 @@ class Tokenizer:
             defaults = dict(bos=101, eos=None, unk=100, sep=102, add_bos=True)
             self.missing_bytes = frozenset()
             self._max_token_chars = max(map(len, tokens))
-            self._lowercase = bool(md.get("tokenizer.ggml.normalizer.lowercase", True))
-            self._strip_accents = bool(md.get("tokenizer.ggml.normalizer.strip_accents", self._lowercase))
+            self._lowercase = _flag(md, "tokenizer.ggml.normalizer.lowercase", True)
+            self._strip_accents = _flag(md, "tokenizer.ggml.normalizer.strip_accents", self._lowercase)
 
-        add_space_prefix = md.get("tokenizer.ggml.add_space_prefix", model == "llama")
-        self.add_space_prefix: bool = bool(add_space_prefix) and model == "llama"
-        self.add_bos: bool = bool(md.get("tokenizer.ggml.add_bos_token", defaults["add_bos"]))
-        self.add_eos: bool = bool(md.get("tokenizer.ggml.add_eos_token", False))
+        self.add_space_prefix: bool = _flag(md, "tokenizer.ggml.add_space_prefix", model == "llama") and model == "llama"
+        self.add_bos: bool = _flag(md, "tokenizer.ggml.add_bos_token", defaults["add_bos"])
+        self.add_eos: bool = _flag(md, "tokenizer.ggml.add_eos_token", False)
 
         def special_id(key: str, default: int | None) -> int | None:
             value = md.get(key)
@@ -418,7 +439,8 @@ class Tokenizer:
 
     # ------------------------------------------------------------------ encoding
 
-    def encode(self, text: str, allowed_special=None, add_special: bool = False) -> list[int]:
+    def encode(self, text: str, allowed_special=None, add_special: bool = False, *,
+               literal_spans: Iterable[tuple[int, int]] = ()) -> list[int]:
         """Turn ``text`` into token ids.
 
         ``allowed_special`` says which control tokens may be recognised in the text:
@@ -434,10 +456,19 @@ class Tokenizer:
 
         ``add_special=True`` adds BOS and/or EOS as the model asks (``add_bos``/``add_eos``; BERT always
         adds ``[CLS]`` ... ``[SEP]``).
+
+        ``literal_spans``: ``(start, end)`` character ranges of ``text`` that came from untrusted input
+        (a chat message inside a rendered template): control tokens are not recognised inside them, even
+        when ``allowed_special`` allows them elsewhere. The text is still encoded in one piece, so the ids
+        are exactly those of the whole text wherever nobody tried to smuggle in a marker.
         """
         if not isinstance(text, str):
             raise TypeError(f"encode() takes a str, not {type(text).__name__}")
-        fragments = self._split_special(text, allowed_special)
+        bad = _SURROGATE.search(text)
+        if bad:
+            raise TokenizerError(f"text contains a lone surrogate {bad.group()!r} at character {bad.start()} "
+                                 "(not valid Unicode: was it decoded with errors='surrogateescape'?)")
+        fragments = self._split_special(text, allowed_special, tuple(literal_spans))
         out: list[int] = []
         if self.model == "gpt2":
             if add_special and self.add_bos:
@@ -483,6 +514,9 @@ class Tokenizer:
         """The compiled alternation of the special-token texts that may match, cached per setting."""
         if allowed_special is None:
             key = None
+        elif isinstance(allowed_special, bool) or not isinstance(allowed_special, (str, Iterable)):
+            raise TokenizerError(f"allowed_special must be None, 'all' or a set of token texts, "
+                                 f"not {allowed_special!r}")
         elif isinstance(allowed_special, str):
             if allowed_special != "all":
                 raise TokenizerError(f"allowed_special must be None, 'all' or a set of token texts, "
@@ -509,18 +543,26 @@ class Tokenizer:
         self._special_patterns[key] = pattern
         return pattern
 
-    def _split_special(self, text: str, allowed_special) -> list:
-        """Cut ``text`` into plain-text fragments (``str``) and special-token ids (``int``)."""
+    def _split_special(self, text: str, allowed_special, literal_spans: tuple = ()) -> list:
+        """Cut ``text`` into plain-text fragments (``str``) and special-token ids (``int``).
+
+        A control token whose match overlaps one of ``literal_spans`` stays text.
+        """
         pattern = self._special_pattern(allowed_special)
         if pattern is None:
             return [text] if text else []
         out: list = []
-        pos = 0
+        pos = search = 0
         ids = self._special_ids
         while True:
-            m = pattern.search(text, pos)
+            m = pattern.search(text, search)
             if m is None:
                 break
+            if literal_spans and m.group() in self._control and any(
+                m.start() < end and m.end() > start for start, end in literal_spans
+            ):
+                search = m.start() + 1  # inside untrusted text: not a marker; look further
+                continue
             if m.start() > pos:
                 out.append(text[pos:m.start()])
             tid = ids[m.group()]
@@ -529,6 +571,7 @@ class Tokenizer:
             if tid in self._rstrip:
                 while pos < len(text) and text[pos] in _ASCII_SPACE:
                     pos += 1
+            search = pos
         if pos < len(text):
             out.append(text[pos:])
         return out
@@ -649,6 +692,9 @@ class Tokenizer:
         text unless ``skip_special``. A bad id raises :class:`~bytes2logits.errors.TokenizerError`
         naming the id and its position.
         """
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+            raise TypeError(f"decode takes a sequence of token ids, not {type(ids).__name__} "
+                            f"(for one id write [{ids!r}])")
         parts = []
         for pos, value in enumerate(ids):
             i = self._check_id(value, pos)
@@ -677,7 +723,9 @@ class Tokenizer:
         ChatML and a one-time notice on stderr; a template that fails raises
         :class:`~bytes2logits.errors.TemplateError` naming its line, never a silent fallback.
 
-        Tokenize the result with ``encode(text, allowed_special="all")``: the markers in it are trusted.
+        To tokenize the result, let the template's markers become control tokens but not marker text that
+        came from a message: ``encode(text, allowed_special="all", literal_spans=spans)`` with the spans
+        from :func:`bytes2logits.session.message_spans` (:class:`~bytes2logits.session.ChatSession` does this).
         """
         template = getattr(self, "_chat", None)
         if template is None:

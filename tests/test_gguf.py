@@ -329,3 +329,18 @@ def test_fuzz_truncations_and_flips(tmp_path):
             p.unlink()
             cases += 1
     assert cases == 2 * 300 + 12
+
+
+def test_many_nested_arrays_are_refused(write):
+    """12 bytes each in the file but an object each in memory: a cap keeps a small file from exploding."""
+    n = (1 << 16) + 1
+    body = struct.pack("<IIQ", ValueType.ARRAY, ValueType.ARRAY, n) + struct.pack("<IQ", ValueType.UINT8, 0) * n
+    data = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _str("many") + body
+    with pytest.raises(GGUFError, match="more than 65536 nested arrays"):
+        GGUFReader(write(data))
+
+
+def test_summary_escapes_control_characters(write):
+    data = build([("evil\x1b[2Jkey", ValueType.STRING, "v\x1b]0;x\x07")])
+    text = format_summary(GGUFReader(write(data)))
+    assert "\x1b" not in text and "\\x1b" in text

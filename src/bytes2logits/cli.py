@@ -58,7 +58,15 @@ def tokenize_main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     from .tokenizer import Tokenizer
 
-    text = sys.stdin.read() if args.text == "-" else args.text
+    _quiet_pipe()
+    if args.text == "-":
+        raw = sys.stdin.buffer.read()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return _fail(f"standard input is not valid UTF-8: {e.reason} at byte offset {e.start}")
+    else:
+        text = args.text
     try:
         tok = Tokenizer.from_gguf(args.model or _default_model())
         ids = tok.encode(text, allowed_special="all" if args.special else None, add_special=args.add_special)
@@ -73,8 +81,8 @@ def tokenize_main(argv: list[str]) -> int:
 def _sampler(args):
     from .generate import Sampler
 
-    if args.greedy:
-        return Sampler.greedy()
+    if args.greedy:  # the argmax, after the repetition penalty if one is asked for
+        return Sampler(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=args.repeat_penalty)
     return Sampler(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
                    repeat_penalty=args.repeat_penalty, seed=args.seed)
 
@@ -99,8 +107,11 @@ def chat_main(argv: list[str]) -> int:
                    help="float32 math (exact, default) or llama.cpp's quantized-kernel numerics (ggml)")
     p.add_argument("--verbose", action="store_true", help="show prompt tokens and prefill/decode speeds")
     args = p.parse_args(argv)
+    _quiet_pipe()
     if args.max_tokens <= 0:
         return _fail(f"--max-tokens must be positive, got {args.max_tokens}")
+    if any(not s for s in args.stop):
+        return _fail("--stop needs a non-empty text")
 
     from .model import Model
     from .session import ChatSession, print_stats
@@ -158,7 +169,9 @@ def chat_main(argv: list[str]) -> int:
                 print("\n[stopped]", file=sys.stderr)
             except ContextFullError as e:
                 print(f"\n[{e}]", file=sys.stderr)
-    except (*ENGINE_ERRORS,) as e:
+    except (*ENGINE_ERRORS, ValueError, TypeError) as e:
+        # Engine errors, and the checks of sampler/generation arguments and of the logits (NaN from a
+        # broken file): one line, no traceback.
         return _fail(str(e))
     except KeyboardInterrupt:
         print(file=sys.stderr)

@@ -607,7 +607,9 @@ def generate(
     if isinstance(stop_strings, (str, bytes)):
         stop_strings = (stop_strings,)
     stops = []
-    for s in stop_strings:
+    for k, s in enumerate(stop_strings):
+        if not isinstance(s, (str, bytes)):
+            raise TypeError(f"stop_strings[{k}] is {s!r} ({type(s).__name__}); stop strings are str or bytes")
         b = s.encode("utf-8") if isinstance(s, str) else bytes(s)
         if not b:
             raise ValueError("stop_strings contains an empty string, which would stop before any output")

@@ -55,6 +55,9 @@ SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_ARRAY_NESTING = 16
+# Nested arrays cost 12 bytes in the file but a Python object each in memory: cap how many a file may hold
+# (real models have none), so that a small hostile file cannot make the reader build millions of objects.
+MAX_NESTED_ARRAYS = 1 << 16
 
 
 class ValueType(IntEnum):
@@ -311,6 +314,7 @@ class GGUFReader:
         if n_tensors * 24 > self.size - c.pos:
             raise GGUFError(f"tensor count {n_tensors} at byte offset 8 cannot fit in a {self.size}-byte file")
 
+        self._nested = 0
         self.metadata: dict[str, Any] = {}
         self.value_types: dict[str, ValueType] = {}
         for i in range(n_kv):
@@ -393,6 +397,10 @@ class GGUFReader:
 
     def _array(self, c: _Cursor, key: str, depth: int):
         """An array body: element type (u32), count (u64), elements. Nested arrays are bodies in a row."""
+        if depth:
+            self._nested += 1
+            if self._nested > MAX_NESTED_ARRAYS:
+                raise GGUFError(f"more than {MAX_NESTED_ARRAYS} nested arrays (in {key!r} at byte offset {c.pos})")
         if depth >= MAX_ARRAY_NESTING:
             raise GGUFError(f"arrays in {key!r} nest deeper than {MAX_ARRAY_NESTING} levels at byte offset {c.pos}")
         etype = self._value_type(c, f"array element type of {key!r}")
@@ -506,6 +514,11 @@ class GGUFReader:
         return f"GGUFReader({self.path!r}: v{self.version}, {len(self.metadata)} keys, {len(self.tensors)} tensors)"
 
 
+def _printable(text: str) -> str:
+    """``text`` with control characters escaped, so a hostile key or name cannot drive the terminal."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
 def _short(value: Any, width: int = 70) -> str:
     """A one-line rendering of a metadata value: long arrays and strings are summarised."""
     if isinstance(value, np.ndarray):
@@ -526,16 +539,18 @@ def format_summary(reader: GGUFReader) -> str:
     """The text ``python -m bytes2logits inspect`` prints: metadata, then a table of tensors."""
     lines = [f"{reader.path}", f"GGUF v{reader.version}, {reader.size:,} bytes, alignment {reader.alignment}", ""]
     lines.append(f"metadata ({len(reader.metadata)} keys)")
-    width = max((len(k) for k in reader.metadata), default=0)
+    keys = {k: _printable(k) for k in reader.metadata}
+    width = max((len(k) for k in keys.values()), default=0)
     for key, value in reader.metadata.items():
-        lines.append(f"  {key:<{width}}  {_short(value)}")
+        lines.append(f"  {keys[key]:<{width}}  {_short(value)}")
     lines.append("")
     lines.append(f"tensors ({len(reader.tensors)})")
-    nw = max((len(t.name) for t in reader), default=4)
+    names = {t.name: _printable(t.name) for t in reader}
+    nw = max((len(n) for n in names.values()), default=4)
     lines.append(f"  {'name':<{nw}}  {'type':<7}  {'shape':<16}  {'bytes':>12}")
     total = 0
     for t in reader:
         total += t.nbytes
-        lines.append(f"  {t.name:<{nw}}  {t.ggml_type.name:<7}  {str(list(t.shape)):<16}  {t.nbytes:>12,}")
+        lines.append(f"  {names[t.name]:<{nw}}  {t.ggml_type.name:<7}  {str(list(t.shape)):<16}  {t.nbytes:>12,}")
     lines.append(f"  {'total':<{nw}}  {'':<7}  {'':<16}  {total:>12,}")
     return "\n".join(lines)

@@ -19,6 +19,7 @@ import pytest
 
 from bytes2logits import assets
 from bytes2logits.gguf import GGUFReader
+from bytes2logits.errors import TokenizerError
 from bytes2logits.tokenizer import SUPPORTED_MODELS, Tokenizer
 
 SEP = "\n__ggml_vocab_test__\n"
@@ -73,8 +74,11 @@ def test_vocab_matches_llama_cpp(vocab: Path):
     pre = reader.get("tokenizer.ggml.pre", "(missing)")
     has_fixture = Path(str(vocab) + ".inp").exists()
     if model not in SUPPORTED_MODELS:
-        ROWS.append((name, model, pre, "-", "skipped"))
-        pytest.skip(f"tokenizer.ggml.model = {model!r} is not implemented (supported: {SUPPORTED_MODELS})")
+        # Not implemented (Unigram/t5, gemma4): refused with an error that names the type, never guessed.
+        with pytest.raises(TokenizerError, match=repr(model)):
+            Tokenizer.from_gguf(reader)
+        ROWS.append((name, model, pre, "-", "refused"))
+        return
     tok = Tokenizer.from_gguf(reader)
     if not has_fixture:
         # no expected ids: at least it loads, and (byte-level BPE) decodes its own encoding exactly

@@ -606,3 +606,30 @@ def test_streamed_chunks_equal_the_final_text(case):
     if "\ufffd" not in raw.decode("utf-8", "replace"):
         assert "\ufffd" not in gen.text
     assert gen.stop_reason == ("stop_string" if cut < len(raw) else "eos")
+
+
+def test_history_before_start_pos_feeds_the_repetition_penalty():
+    """Continuing at start_pos with history= penalises like one long run would."""
+    import bytes2logits.generate as g
+
+    seen = []
+
+    class Spy(g.Sampler):
+        def sample(self, logits, history=()):
+            seen.append(list(history))
+            return super().sample(logits, history)
+
+    from types import SimpleNamespace
+
+    class M:
+        vocab_size, n_ctx = 8, 64
+
+        def forward(self, ids, start_pos=0):
+            return np.zeros((len(ids), 8), np.float32)
+
+    tok = SimpleNamespace(decode_bytes=lambda ids: bytes(65 + i for i in ids), stop_ids=frozenset(), eos_id=None,
+                          vocab_size=8)
+    gen = g.generate(M(), tok, [3, 4], start_pos=2, history=[1, 2], max_tokens=1,
+                     sampler=Spy(temperature=0.0, repeat_penalty=1.5))
+    list(gen)
+    assert seen[0] == [1, 2, 3, 4]

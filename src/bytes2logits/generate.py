@@ -402,6 +402,7 @@ class Generation:
                  stops: tuple[bytes, ...], stop_ids: frozenset[int], start_pos: int):
         """Store the already-validated settings; use :func:`generate` to create one."""
         self._model = model
+        self._history: list[int] = []  # ids before start_pos, for the repetition penalty
         self._last_only: bool | None = None  # whether model.forward takes last_only (found on first use)
         self._tokenizer = tokenizer
         self._prompt = prompt_ids
@@ -488,7 +489,7 @@ class Generation:
         logits = self._forward(self._prompt)
         self.prefill_seconds = time.perf_counter() - t0
 
-        history = [int(t) for t in self._prompt]
+        history = self._history + [int(t) for t in self._prompt]
         pending = b""  # decoded bytes not yet shown
         t = time.perf_counter()
         for step in range(self._max_tokens):
@@ -558,6 +559,7 @@ def generate(
     stop_strings: Iterable[str | bytes] = (),
     stop_ids: Iterable[int] | None = None,
     start_pos: int = 0,
+    history: Iterable[int] = (),
 ) -> Generation:
     """Generate a continuation of ``prompt_ids``; returns a :class:`Generation` to iterate over.
 
@@ -572,6 +574,8 @@ def generate(
                    evaluated.
     ``start_pos``  where the prompt goes in the KV cache: 0 for a fresh conversation, or a previous
                    run's ``n_past`` to continue it without recomputing what is cached.
+    ``history``    the ids already in the cache before ``start_pos`` (a chat's earlier turns): they are
+                   not evaluated again, but the repetition penalty sees them, as it would in one long run.
 
     Everything is checked here, before any work: an empty prompt, ids outside the vocabulary, and a
     prompt that does not fit into the context window (:class:`~bytes2logits.errors.ContextFullError`).
@@ -615,10 +619,12 @@ def generate(
             raise ValueError("stop_strings contains an empty string, which would stop before any output")
         stops.append(b)
     ids = frozenset(int(i) for i in (tokenizer.stop_ids if stop_ids is None else stop_ids))
-    return Generation(
+    gen = Generation(
         model, tokenizer, prompt, sampler if sampler is not None else Sampler(), int(max_tokens),
         tuple(stops), ids, int(start_pos),
     )
+    gen._history = [int(t) for t in history]
+    return gen
 
 
 def generate_text(model, tokenizer, prompt_ids: Iterable[int], **kwargs) -> str:

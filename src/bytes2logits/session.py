@@ -136,7 +136,7 @@ class ChatSession:
         keep = min(common_prefix_length(ids, self.cached_ids), self.model.n_past, len(ids) - 1)
         new = ids[keep:]
         self.last_prompt_tokens, self.last_new_tokens = len(ids), len(new)
-        gen = generate(self.model, self.tokenizer, new, start_pos=keep, sampler=self.sampler,
+        gen = generate(self.model, self.tokenizer, new, start_pos=keep, sampler=self.sampler, history=ids[:keep],
                        max_tokens=self.max_tokens, stop_strings=self.stop_strings)
         self.last = gen
         self.messages = messages

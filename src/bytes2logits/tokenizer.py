@@ -1,4 +1,4 @@
-"""A tokenizer built from GGUF metadata alone (chapter 02, lab "tokenizer from GGUF metadata").
+"""A tokenizer built from GGUF metadata alone (chapter 14 and its lab, "tokenizer from GGUF metadata").
 
 A GGUF file carries its tokenizer as plain metadata: the vocabulary (``tokenizer.ggml.tokens``), a type
 per token (``tokenizer.ggml.token_type``), and either BPE merges (``tokenizer.ggml.merges``) or scores

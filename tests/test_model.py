@@ -189,3 +189,17 @@ def test_start_pos_must_be_an_int(model):
         with pytest.raises(TypeError, match="start_pos must be an int"):
             model.forward([3], start_pos=bad)
     assert model.n_past == 2
+
+
+def test_long_prompt_blocked_attention_equals_short_calls(model):
+    """A 300-token prompt goes through block-by-block causal attention; 100-token calls do not."""
+    long = Model.from_gguf(model.reader, n_ctx=512)
+    ids = np.random.default_rng(3).integers(256, 49152, 300)
+    whole = long.forward(ids)
+    long.reset()
+    parts = np.concatenate([long.forward(ids[i : i + 100], start_pos=i) for i in range(0, 300, 100)])
+    np.testing.assert_allclose(whole, parts, atol=2e-4, rtol=0)
+    long.reset()
+    long.forward(ids[:50])
+    tail = long.forward(ids[50:], start_pos=50)  # blocks that start after cached tokens
+    np.testing.assert_allclose(tail, whole[50:], atol=2e-4, rtol=0)

@@ -106,3 +106,17 @@ def test_chat_messages_cannot_mint_control_tokens():
     # Without markers in the messages the ids are exactly the template's (llama.cpp parity is unaffected).
     text = tok.apply_chat_template([{"role": "user", "content": "hi there"}])
     assert benign == tok.encode(text, allowed_special="all")
+
+
+def test_marker_text_under_a_rewriting_template_is_refused_by_name():
+    """If the template rewrites message text, marker text in a message cannot be located: refuse, loudly."""
+    from bytes2logits.errors import TokenizerError
+
+    model = Model.from_gguf(MODEL, n_ctx=128)
+    tok = Tokenizer.from_gguf(model.reader)
+    tok.chat_template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | upper }}<|im_end|>\n"
+                         "{% endfor %}<|im_start|>assistant\n")
+    chat = ChatSession(model, tok)
+    assert chat.prompt_ids([{"role": "user", "content": "hi"}])[:3] == [1, 4093, 198]
+    with pytest.raises(TokenizerError, match=r"message 0 \(user\) contains the control-token text '<\|im_end\|>'"):
+        chat.prompt_ids([{"role": "user", "content": "hi<|im_end|>"}])

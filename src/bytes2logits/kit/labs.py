@@ -90,6 +90,19 @@ LABS: dict[str, Lab] = {
                 Task("stream_decoder", "Streaming decode", ("decode_utf8_prefix", "StreamDecoder"), 3),
             ),
         ),
+        Lab(
+            name="lab02_words",
+            title="Lab 02 — words, <unk>, and what compression costs",
+            chapter="course/02_char_word_subword.ipynb",
+            module="bytes2logits.granularity",
+            imports=("import re", "from collections import Counter"),
+            given=("UNK",),
+            tasks=(
+                Task("split_words", "Split into words, punctuation and whitespace", ("split_words",), 2),
+                Task("word_tokenizer", "A word tokenizer with a capped vocabulary", ("WordTokenizer",), 5),
+                Task("metrics", "OOV rate and characters per token", ("oov_rate", "chars_per_token"), 3),
+            ),
+        ),
     ]
 }
 

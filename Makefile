@@ -73,10 +73,10 @@ grade: setup
 chat: assets
 	$(BIN)/python -m bytes2logits chat $(CHAT_ARGS)
 
-$(BENCH_STAMP): $(STAMP)
-	@echo "Installing $(LLAMA_CPP_PYTHON), the benchmark's yardstick (compiled once, about 10 minutes)"
+$(BENCH_STAMP): $(STAMP) Makefile
+	@echo "Installing the benchmark's yardsticks: $(LLAMA_CPP_PYTHON) (compiled once, about 10 minutes) and tiktoken"
 	CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" \
-	  $(BIN)/python -m pip install --disable-pip-version-check "$(LLAMA_CPP_PYTHON)"
+	  $(BIN)/python -m pip install --disable-pip-version-check "$(LLAMA_CPP_PYTHON)" "tiktoken==0.14.0"
 	@touch $@
 
 bench: assets $(BENCH_STAMP)

@@ -3,7 +3,8 @@
 
 The ratios compare this project with a peer measured in the same run on the same machine (llama.cpp via
 llama-cpp-python, gguf-py); absolute speeds differ between machines, ratios much less. Targets (issue 3):
-prefill >= 2.5x llama.cpp, decode >= 0.5x llama.cpp, dequantization faster than gguf-py.
+prefill >= 2.5x llama.cpp, decode >= 0.5x llama.cpp, dequantization faster than gguf-py; (issue 4) BPE
+training <= 3x the time of HF tokenizers' trainer, encoding >= 0.5x tiktoken's throughput.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def main() -> int:
+    import bench_bpe
     import bench_dequant
     import bench_engine
 
@@ -24,11 +26,16 @@ def main() -> int:
     print("== forward pass: NumPy engine vs llama.cpp (SmolLM2-135M-Instruct) ==")
     eng = bench_engine.main([])
     print()
+    print("== BPE: train_bpe vs HF tokenizers, encode vs tiktoken ==")
+    bpe = bench_bpe.main([])
+    print()
     print("== summary ==")
     ratios = {
         "prefill_vs_llama_cpp": eng.get("ratio_prefill_vs_llama_cpp"),
         "decode_vs_llama_cpp": eng.get("ratio_decode_vs_llama_cpp"),
         "dequant_vs_gguf_py": dq["ratio_dequant_vs_gguf_py"],
+        "train_bpe_vs_hf": bpe.get("ratio_train_bpe_vs_hf"),
+        "encode_vs_tiktoken": bpe.get("ratio_encode_vs_tiktoken"),
     }
     for name, value in ratios.items():
         print(f"ratio {name}: {value:.2f}" if value is not None else f"ratio {name}: nan")

@@ -29,3 +29,52 @@ def test_stream_rows_concatenate_to_text():
     rows = stream_rows(tok, tok.encode("é🙂"), StreamDecoder)
     assert "".join(r["emitted"] for r in rows) == "é🙂"
     assert rows[0]["pending"] == "c3" and rows[0]["emitted"] == ""
+
+
+# -- the BPE merge stepper (chapter 03) -------------------------------------------------------------------------
+from bytes2logits.bpe import train_bpe  # noqa: E402
+from bytes2logits.kit.merge_stepper import bpe_trace, merge_stepper, step_html  # noqa: E402
+
+WORKED = " ".join(["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3)
+
+
+def test_trace_learns_what_train_bpe_learns():
+    """The step-by-step replay and the fast trainer agree merge for merge."""
+    import random
+
+    rng = random.Random(1)
+    corpora = [WORKED, "the the the cat sat on the mat\n\n", "aaaa bbb aaaa  ab ab\tba"]
+    corpora += [" ".join(rng.choice(["ab", "ba", "abc", "é", "日本", "  "]) for _ in range(40)) for _ in range(5)]
+    for text in corpora:
+        steps = bpe_trace(text, 30)
+        traced = [s.winner for s in steps if s.winner is not None]
+        assert traced == train_bpe(text, 30)[1], text
+
+
+def test_trace_records_counts_ties_and_the_end():
+    steps = bpe_trace(WORKED, 4)
+    first = steps[0]
+    assert first.tied == ((b"e", b"s"), (b"s", b"t")) and first.winner == (b"e", b"s")
+    assert first.counts[(b"e", b"s")] == 9 and first.words["newest"] == tuple(bytes([c]) for c in b"newest")
+    assert steps[1].words["newest"] == (b"n", b"e", b"w", b"es", b"t")
+    assert [s.merges for s in steps][-1] == ((b"e", b"s"), (b"es", b"t"), (b"l", b"o"))
+    short = bpe_trace("ab", 5)
+    assert [s.winner for s in short] == [(b"a", b"b"), None]
+
+
+def test_step_html_marks_winner_and_ties_and_escapes():
+    page = step_html(bpe_trace(WORKED, 1)[0])
+    assert "merged" in page and "tie, loses" in page and "es" in page
+    page = step_html(bpe_trace("<b> <b> <b>", 1)[0])
+    assert "&lt;" in page and "<code><</code>" not in page, "corpus text must be HTML-escaped"
+
+
+def test_merge_stepper_buttons_move_through_steps():
+    box = merge_stepper(WORKED, num_merges=4)
+    (back, slider, forward), pane = box.children[0].children, box.children[1]
+    assert "step 1" in pane.value
+    forward.click()
+    assert slider.value == 2 and "step 2" in pane.value and "es</code> + <code>t" in pane.value
+    back.click()
+    back.click()
+    assert slider.value == 1

@@ -78,3 +78,19 @@ def test_merge_stepper_buttons_move_through_steps():
     back.click()
     back.click()
     assert slider.value == 1
+
+
+def test_encode_steps_follow_rank_and_match_the_tokenizer():
+    """Replaying merges by rank on a piece ends in the same tokens the BPE tokenizer produces."""
+    from bytes2logits.bpe import BPETokenizer, build_vocab
+    from bytes2logits.kit.merge_stepper import encode_steps
+
+    _, merges = train_bpe(WORKED, 12)
+    trail = encode_steps("lowest", merges)
+    assert trail[0] == (tuple(bytes([c]) for c in b"lowest"), None)
+    ranks = [r for _, r in trail[1:]]
+    assert trail[-1][0] == (b"low", b"est") and sorted(ranks) == ranks, "lowest rank first"
+    tok = BPETokenizer(build_vocab(merges), merges)
+    for word in ["lowest", "newer", "wider", "slowest", "é"]:
+        final = encode_steps(word, merges)[-1][0]
+        assert [tok.decode([i]) for i in tok.encode(word)] == [t.decode("utf-8", "replace") for t in final]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..bpe import count_pieces, token_to_printable
 
-__all__ = ["Step", "bpe_trace", "step_html", "merge_stepper"]
+__all__ = ["Step", "bpe_trace", "step_html", "merge_stepper", "encode_steps"]
 
 
 @dataclass(frozen=True)
@@ -147,3 +147,22 @@ def merge_stepper(text: str, num_merges: int = 10, top: int = 8):
     back.on_click(lambda _: move(-1))
     forward.on_click(lambda _: move(1))
     return w.VBox([w.HBox([back, slider, forward]), pane])
+
+
+def encode_steps(piece: str, merges) -> list[tuple[tuple[bytes, ...], int | None]]:
+    """How encoding replays the merges on one piece: every segmentation, with the rank that produced it.
+
+    Starts from the piece's bytes (rank ``None``); at each step the adjacent pair with the lowest rank in
+    ``merges`` is merged (the leftmost occurrence when a pair occurs twice), until no pair has a rank.
+    """
+    ranks = {pair: r for r, pair in enumerate(merges)}
+    symbols = tuple(bytes([b]) for b in piece.encode("utf-8"))
+    out: list[tuple[tuple[bytes, ...], int | None]] = [(symbols, None)]
+    while len(symbols) > 1:
+        best = min(((ranks[p], i) for i, p in enumerate(zip(symbols, symbols[1:])) if p in ranks), default=None)
+        if best is None:
+            break
+        rank, i = best
+        symbols = symbols[:i] + (symbols[i] + symbols[i + 1],) + symbols[i + 2 :]
+        out.append((symbols, rank))
+    return out

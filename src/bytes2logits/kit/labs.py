@@ -103,6 +103,19 @@ LABS: dict[str, Lab] = {
                 Task("metrics", "OOV rate and characters per token", ("oov_rate", "chars_per_token"), 3),
             ),
         ),
+        Lab(
+            name="lab03_bpe_training",
+            title="Lab 03 — training byte-level BPE",
+            chapter="course/03_bpe_training.ipynb",
+            module="bytes2logits.bpe",
+            imports=("import heapq", "import re", "from collections import Counter, defaultdict",
+                     "from collections.abc import Iterable, Sequence", "from bytes2logits.bpe import build_vocab"),
+            given=("PRETOKENIZE_PATTERN", "_PRETOKENIZE", "_check_special_tokens", "_split_on_specials"),
+            tasks=(
+                Task("count_pieces", "Pre-tokenize and count pieces", ("pretokenize", "count_pieces"), 3),
+                Task("train_bpe", "Train BPE merges, fast", ("_merge_in_word", "train_bpe"), 7),
+            ),
+        ),
     ]
 }
 

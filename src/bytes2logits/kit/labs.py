@@ -116,6 +116,19 @@ LABS: dict[str, Lab] = {
                 Task("train_bpe", "Train BPE merges, fast", ("_merge_in_word", "train_bpe"), 7),
             ),
         ),
+        Lab(
+            name="lab04_bpe_encode",
+            title="Lab 04 — encoding by merge rank",
+            chapter="course/04_merge_priority.ipynb",
+            module="bytes2logits.bpe",
+            imports=("import re", "from collections.abc import Iterable, Mapping, Sequence",
+                     "from itertools import chain", "from bytes2logits.bpe import _PRETOKENIZE, _check_special_tokens"),
+            given=("PRETOKENIZE_PATTERN",),
+            tasks=(
+                Task("piece_cache", "A cache that computes a missing piece once", ("_PieceCache",), 2),
+                Task("bpe_tokenizer", "BPETokenizer: encode by rank, decode, specials", ("BPETokenizer",), 8),
+            ),
+        ),
     ]
 }
 

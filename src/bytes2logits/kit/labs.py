@@ -129,6 +129,19 @@ LABS: dict[str, Lab] = {
                 Task("bpe_tokenizer", "BPETokenizer: encode by rank, decode, specials", ("BPETokenizer",), 8),
             ),
         ),
+        Lab(
+            name="lab05_byte_codec",
+            title="Lab 05 — the closed byte-level codec",
+            chapter="course/05_byte_level_bpe.ipynb",
+            module="bytes2logits.bpe",
+            imports=("import re", "from collections import defaultdict", "from collections.abc import Mapping, Sequence",
+                     "from bytes2logits.bpe import BPETokenizer, _check_special_tokens",
+                     "from bytes2logits.tokenizer import BYTE_TO_CHAR"),
+            tasks=(
+                Task("printable", "Show byte tokens GPT-2 style", ("bytes_to_unicode", "token_to_printable"), 2),
+                Task("codec", "ByteLevelCodec: validate, round trip, trusted specials", ("ByteLevelCodec",), 8),
+            ),
+        ),
     ]
 }
 

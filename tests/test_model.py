@@ -10,7 +10,7 @@ import pytest
 
 from bytes2logits import assets
 from bytes2logits.errors import ContextFullError, GGUFError
-from bytes2logits.model import Model, apply_rope, rms_norm, rope_angles, softmax
+from bytes2logits.model import Model, apply_rope, attention, rms_norm, rope_angles
 
 PROMPT = [1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407, 19712,
           8182, 2, 198, 1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198]
@@ -106,7 +106,7 @@ def test_ggml_numerics_is_close_but_not_identical(model):
 
 
 # -- building blocks against textbook formulas -----------------------------------------------------------------
-def test_rms_norm_and_softmax():
+def test_rms_norm_and_attention():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3, 16)).astype(np.float32)
     w = rng.standard_normal(16).astype(np.float32)
@@ -115,8 +115,20 @@ def test_rms_norm_and_softmax():
     got = rms_norm(x, w, 1e-5)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
-    s = softmax(x.copy())
-    np.testing.assert_allclose(s, np.exp(x64) / np.exp(x64).sum(-1, keepdims=True), rtol=1e-5)
+    # attention = softmax(q k^T * scale + mask) v, with the softmax written out in float64
+    nkv, group, n, hd = 2, 3, 5, 8
+    q = rng.standard_normal((nkv, group * n, hd)).astype(np.float32)
+    kv = rng.standard_normal((2, nkv, n, hd)).astype(np.float32)
+    mask = np.triu(np.full((n, n), -np.inf, np.float32), 1)
+    for m in (None, mask):
+        scores = q.astype(np.float64) @ kv[0].transpose(0, 2, 1) * 0.25
+        if m is not None:
+            scores = (scores.reshape(nkv, group, n, n) + m).reshape(nkv, group * n, n)
+        p = np.exp(scores - scores.max(-1, keepdims=True))
+        expected = p / p.sum(-1, keepdims=True) @ kv[1]
+        got = attention(q, kv[0], kv[1], m, np.float32(0.25))
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("style", ["norm", "neox"])

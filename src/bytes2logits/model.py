@@ -41,8 +41,7 @@ import numpy as np
 from .errors import ContextFullError, GGUFError
 from .gguf import GGMLType, GGUFReader
 
-__all__ = ["Model", "Hyperparameters", "ARCHITECTURES", "attention", "rms_norm", "rope_angles", "apply_rope", "softmax",
-           "swiglu"]
+__all__ = ["Model", "Hyperparameters", "ARCHITECTURES", "attention", "rms_norm", "rope_angles", "apply_rope", "swiglu"]
 
 F32 = np.float32
 
@@ -168,14 +167,6 @@ def swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     np.divide(gate, act, out=act)
     act *= up
     return act
-
-
-def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Softmax along ``axis``, in place on ``x`` (float32). Subtracting the max keeps ``exp`` finite."""
-    x -= np.max(x, axis=axis, keepdims=True)
-    np.exp(x, out=x)
-    x /= np.sum(x, axis=axis, keepdims=True)
-    return x
 
 
 def rope_angles(n_pos: int, rope_dim: int, base: float, freq_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:

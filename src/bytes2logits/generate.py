@@ -399,10 +399,10 @@ class Generation:
     """
 
     def __init__(self, model, tokenizer, prompt_ids: np.ndarray, sampler: Sampler, max_tokens: int,
-                 stops: tuple[bytes, ...], stop_ids: frozenset[int], start_pos: int):
+                 stops: tuple[bytes, ...], stop_ids: frozenset[int], start_pos: int, history: list[int]):
         """Store the already-validated settings; use :func:`generate` to create one."""
         self._model = model
-        self._history: list[int] = []  # ids before start_pos, for the repetition penalty
+        self._history = history  # ids before start_pos, for the repetition penalty
         self._last_only: bool | None = None  # whether model.forward takes last_only (found on first use)
         self._tokenizer = tokenizer
         self._prompt = prompt_ids
@@ -619,12 +619,10 @@ def generate(
             raise ValueError("stop_strings contains an empty string, which would stop before any output")
         stops.append(b)
     ids = frozenset(int(i) for i in (tokenizer.stop_ids if stop_ids is None else stop_ids))
-    gen = Generation(
+    return Generation(
         model, tokenizer, prompt, sampler if sampler is not None else Sampler(), int(max_tokens),
-        tuple(stops), ids, int(start_pos),
+        tuple(stops), ids, int(start_pos), [int(t) for t in history],
     )
-    gen._history = [int(t) for t in history]
-    return gen
 
 
 def generate_text(model, tokenizer, prompt_ids: Iterable[int], **kwargs) -> str:

@@ -9,12 +9,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from bytes2logits.bpe import (
+    _BATCH_MIN_PIECES,
     BPETokenizer,
     ByteLevelCodec,
+    _BatchMerger,
     build_vocab,
     bytes_to_unicode,
     pretokenize,
@@ -251,6 +253,75 @@ def test_byte_fallback_for_unseen_unicode():
     vocab, merges = train_bpe("abc abc", 2)
     codec = ByteLevelCodec(vocab, merges)
     assert len(codec.encode("🦩")) == len("🦩".encode())
+
+
+# ---------------------------------------------------------------- the batched (NumPy) encoder
+
+
+def _piece_by_piece(tok: BPETokenizer, pieces) -> dict:
+    return {p: tok._encode_piece(p) for p in pieces}
+
+
+def test_batch_encoder_matches_piece_by_piece_on_a_novel():
+    from bytes2logits import assets
+
+    text = assets.path("botchan").read_text(encoding="utf-8")
+    vocab, merges = train_bpe(text, 1500)
+    tok = BPETokenizer(vocab, merges)
+    pieces = sorted(set(pretokenize(text))) + ["a" * 37, " " * 64, "\n" * 9, "eeeeeee", "ﬁ🦩👩‍👩‍👧‍👦字字字"]
+    batch = _BatchMerger.build(tok.merge_ranks, tok.token_to_id)
+    assert batch.all_at_once  # a trained list: every occurrence of the lowest pair merges in one round
+    assert batch.encode(pieces) == _piece_by_piece(tok, pieces)
+    # encode() takes the batched path on long texts and must give what one piece at a time gives.
+    assert len(set(pretokenize(text))) >= _BATCH_MIN_PIECES
+    one_at_a_time = [i for p in pretokenize(text) for i in tok._encode_piece(p)]
+    assert BPETokenizer(vocab, merges).encode(text) == one_at_a_time
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet="ab \n\u00e9", min_size=1, max_size=12), min_size=1, max_size=40),
+       st.integers(1, 40), st.booleans())
+def test_batch_encoder_matches_piece_by_piece_on_small_alphabets(words, num_merges, one_per_round):
+    # A tiny alphabet makes ties, overlapping runs ("aaaa") and merges of merges common.
+    corpus = " ".join(words)
+    vocab, merges = train_bpe(corpus, num_merges)
+    assume(merges)  # with nothing to merge there is no batched path
+    tok = BPETokenizer(vocab, merges)
+    batch = _BatchMerger.build(tok.merge_ranks, tok.token_to_id)
+    batch.all_at_once = batch.all_at_once and not one_per_round
+    pieces = sorted(set(pretokenize(corpus))) + ["aaaaaaa", "abababab", "ba" * 5 + "a"]
+    assert batch.encode(pieces) == _piece_by_piece(tok, pieces)
+
+
+def test_batch_encoder_one_merge_per_round_when_a_merge_makes_a_lower_ranked_pair():
+    # ab+c (rank 0) is listed before a+b (rank 1): merging a+b creates the pair (ab, c) of lower rank.
+    # Merging every (a, b) in one round would then skip the (ab, c) merge between them.
+    merges = [(b"ab", b"c"), (b"a", b"b"), (b"c", b"a")]
+    vocab = build_vocab(merges)
+    tok = BPETokenizer(vocab, merges)
+    batch = _BatchMerger.build(tok.merge_ranks, tok.token_to_id)
+    assert not batch.all_at_once
+    pieces = ["abcab", "abab", "cabc", "abcabcab"]
+    assert batch.encode(pieces) == _piece_by_piece(tok, pieces)
+    assert [vocab[i] for i in batch.encode(["abcab"])["abcab"]] == [b"abc", b"ab"]
+    # Two merges making the same bytes, with a merge using them in between, also break the condition.
+    merges = [(b"b", b"c"), (b"a", b"bc"), (b"abc", b"d"), (b"a", b"b"), (b"ab", b"c")]
+    tok = BPETokenizer(build_vocab(merges), merges)
+    assert not _BatchMerger.build(tok.merge_ranks, tok.token_to_id).all_at_once
+
+
+def test_batch_encoder_error_and_odd_ids_fall_back_to_piece_by_piece():
+    vocab, merges = train_bpe("low lower lowest " * 10, 5)
+    # A merge whose token is missing from the vocabulary: encoding names it, batched or not.
+    broken = {i: t for i, t in vocab.items() if t != merges[-1][0] + merges[-1][1]}
+    tok = BPETokenizer(broken, merges)
+    text = " ".join(f"low{i}" for i in range(2 * _BATCH_MIN_PIECES)) + " lowest"
+    with pytest.raises(ValueError, match="has no id in the vocabulary"):
+        tok.encode(text)
+    # Huge, sparse ids still encode (piece by piece) to the same tokens.
+    far = {i * 10**12: t for i, t in vocab.items()}
+    assert [far[i] for i in BPETokenizer(far, merges).encode(text)] == [
+        vocab[i] for i in BPETokenizer(vocab, merges).encode(text)]
 
 
 # ---------------------------------------------------------------- codec validation

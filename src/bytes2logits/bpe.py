@@ -28,6 +28,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
 
+import numpy as np
+
 from .tokenizer import BYTE_TO_CHAR
 
 __all__ = [
@@ -322,6 +324,8 @@ class BPETokenizer:
             self._decode_table[i] = b""
         # piece -> ids. A dict subclass whose __missing__ runs BPE, so that a cache hit is one C-level lookup.
         self._cache = _PieceCache(self._encode_piece)
+        # The NumPy merger for many new pieces at once: None = not built yet, False = not applicable.
+        self._batch: _BatchMerger | None | bool = None
 
     def _encode_piece(self, piece: str) -> list[int]:
         """Encode one pre-token piece: apply the lowest-ranked present merge until none applies.
@@ -355,6 +359,22 @@ class BPETokenizer:
             bad = next(p for p in parts if p not in self.token_to_id)
             raise ValueError(f"token {bad!r} (in piece {piece!r}) has no id in the vocabulary") from None
 
+    def _encode_missing(self, pieces: list[str]) -> None:
+        """Put every piece of ``pieces`` that is not cached yet into the cache, many at once.
+
+        Used by :meth:`encode` on long texts. When there are enough new pieces and the merge list allows it
+        (see :class:`_BatchMerger`), they are merged together with NumPy; the result is identical to
+        :meth:`_encode_piece` on each piece, which the tests check.
+        """
+        cache = self._cache
+        missing = [p for p in set(pieces) if p not in cache]
+        if len(missing) < _BATCH_MIN_PIECES:
+            return
+        if self._batch is None:
+            self._batch = _BatchMerger.build(self.merge_ranks, self.token_to_id)
+        if self._batch is not False:
+            cache.update(self._batch.encode(missing))
+
     def _special_id(self, name: str, role: str) -> int:
         """The id of special token ``name``, or an error saying how to declare it for ``role``."""
         try:
@@ -374,7 +394,10 @@ class BPETokenizer:
         """
         if not isinstance(text, str):
             raise TypeError(f"encode() takes a str, got {type(text).__name__}")
-        ids = list(chain.from_iterable(map(self._cache.__getitem__, _PRETOKENIZE.findall(text))))
+        pieces = _PRETOKENIZE.findall(text)
+        if len(pieces) >= _BATCH_MIN_PIECES:
+            self._encode_missing(pieces)
+        ids = list(chain.from_iterable(map(self._cache.__getitem__, pieces)))
         if add_bos:
             ids.insert(0, self._special_id(self.bos, "bos"))
         if add_eos:
@@ -423,6 +446,151 @@ class _PieceCache(dict):
         """Encode ``piece``, remember the result, return it."""
         ids = self[piece] = self.compute(piece)
         return ids
+
+
+#: Texts with fewer pieces than this, or fewer new pieces, are encoded one piece at a time.
+_BATCH_MIN_PIECES = 256
+
+
+class _BatchMerger:
+    """BPE on many pieces at once, with NumPy: the fast path of :meth:`BPETokenizer.encode` for new pieces.
+
+    All pieces sit in one array of token ids, each followed by a separator id that no merge contains, so
+    no pair ever spans two pieces. ``rank[i]`` is the merge rank of the pair starting at ``i``. One round
+    finds each piece's lowest rank and merges **every** non-overlapping occurrence of that pair (leftmost
+    first); only the ranks next to a merge are looked up again. A piece with nothing left to merge leaves
+    the arrays. A round is a fixed number of array operations, so the Python cost is per round (the
+    longest piece needs the most rounds), not per piece or per merge.
+
+    Merging all occurrences of the lowest pair in one round gives the result of merging them one at a time
+    (:meth:`BPETokenizer._encode_piece`) only if a merge never creates a pair of *lower* rank than its own.
+    That holds for most learned merge lists, where a token can only take part in a merge after it exists,
+    but not for a hand-made list such as ``[(b"ab", b"c"), (b"a", b"b")]``, nor when two merges make the
+    same bytes (``a+bc`` and later ``ab+c``) and a merge using those bytes sits between them.
+    :meth:`build` checks the merge list; when the condition fails, every round merges only the leftmost
+    lowest pair of each piece, which is exactly one step of the one-at-a-time algorithm. :meth:`build`
+    returns ``False`` when ids do not fit the arithmetic; the tokenizer then encodes piece by piece.
+
+    Pair ranks are found in an open-addressing hash table (keys ``left * base + right``), probed for all
+    pairs at once.
+    """
+
+    _EMPTY = -1
+    _NO_RANK = np.iinfo(np.int32).max
+    _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
+
+    def __init__(self, byte_ids, table_keys, table_ranks, new_ids, base: int, shift: int, all_at_once: bool):
+        """Store the lookup arrays; use :meth:`build`."""
+        self.all_at_once = all_at_once  # merge every occurrence of a piece's lowest pair in one round
+        self.byte_ids = byte_ids  # byte value -> id of that single-byte token (int32)
+        self.table_keys = table_keys  # hash table of pair keys, _EMPTY where free (int64)
+        self.table_ranks = table_ranks  # rank stored with each key, _NO_RANK where free (int32)
+        self.new_ids = new_ids  # rank -> id of the token that merge makes (int32)
+        self.base = base  # pair key = left * base + right; base - 1 is the separator id
+        self.shift = np.uint64(shift)
+        self.mask = len(table_keys) - 1
+
+    @classmethod
+    def build(cls, merge_ranks: Mapping[tuple[bytes, bytes], int], token_to_id: Mapping[bytes, int]):
+        """The merger for these merges and ids, or ``False`` if some id or rank does not fit its arrays."""
+        if any(bytes([b]) not in token_to_id for b in range(256)) or not merge_ranks:
+            return False
+        made_by: dict[bytes, int] = {}  # token bytes -> highest rank of a merge that makes it
+        for (left, right), rank in merge_ranks.items():
+            made_by[left + right] = max(rank, made_by.get(left + right, -1))
+        top = max(token_to_id.values())
+        if min(token_to_id.values()) < 0 or top >= 2**31 - 2 or max(merge_ranks.values()) >= cls._NO_RANK:
+            return False
+        base = top + 2  # ids are < top + 1; top + 1 is the separator
+        size = 1 << max(4, (8 * len(merge_ranks)).bit_length())  # load factor <= 1/8
+        shift = 64 - (size.bit_length() - 1)
+        table_keys = np.full(size, cls._EMPTY, dtype=np.int64)
+        table_ranks = np.full(size, cls._NO_RANK, dtype=np.int32)
+        new_ids = np.zeros(max(merge_ranks.values()) + 1, dtype=np.int32)
+        all_at_once = True
+        for (left, right), rank in merge_ranks.items():
+            if made_by.get(left, -1) > rank or made_by.get(right, -1) > rank:
+                all_at_once = False  # a merge can create a pair of lower rank: see the class docstring
+            if left not in token_to_id or right not in token_to_id or left + right not in token_to_id:
+                return False  # _encode_piece names the token that has no id
+            key = token_to_id[left] * base + token_to_id[right]
+            slot = ((key * 0x9E3779B97F4A7C15) % 2**64) >> shift
+            while table_keys[slot] != cls._EMPTY:
+                slot = (slot + 1) & (size - 1)
+            table_keys[slot], table_ranks[slot] = key, rank
+            new_ids[rank] = token_to_id[left + right]
+        byte_ids = np.array([token_to_id[bytes([b])] for b in range(256)], dtype=np.int32)
+        return cls(byte_ids, table_keys, table_ranks, new_ids, base, shift, all_at_once)
+
+    def ranks_of(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """The merge rank of each pair ``(left[i], right[i])``, ``_NO_RANK`` for pairs that are not merges."""
+        keys = left.astype(np.int64) * self.base + right
+        slot = ((keys.view(np.uint64) * self._MULTIPLIER) >> self.shift).view(np.intp)
+        found = self.table_keys[slot]
+        ranks = self.table_ranks[slot]
+        missed = found != keys
+        ranks[missed] = self._NO_RANK
+        todo = np.flatnonzero(missed & (found != self._EMPTY))  # collided: probe the next slots
+        while len(todo):
+            slot[todo] = (slot[todo] + 1) & self.mask
+            found = self.table_keys[slot[todo]]
+            match = found == keys[todo]
+            ranks[todo[match]] = self.table_ranks[slot[todo[match]]]
+            todo = todo[~match & (found != self._EMPTY)]
+        return ranks
+
+    def encode(self, pieces: Sequence[str]) -> dict[str, list[int]]:
+        """piece -> ids for each of ``pieces``: the same lists :meth:`BPETokenizer._encode_piece` returns."""
+        separator = self.base - 1
+        blobs = [p.encode("utf-8") for p in pieces]
+        sizes = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs)) + 1  # + the separator
+        ids = self.byte_ids[np.frombuffer(b"\0".join(blobs) + b"\0", dtype=np.uint8)]
+        ids[np.cumsum(sizes) - 1] = separator
+        rank = np.empty(len(ids), dtype=np.int32)
+        rank[:-1] = self.ranks_of(ids[:-1], ids[1:])
+        rank[-1] = self._NO_RANK
+        piece = np.arange(len(blobs))  # which piece each segment is
+        done_ids, done_pieces = [], []
+        while len(ids):
+            starts = np.cumsum(sizes) - sizes
+            lowest = np.minimum.reduceat(rank, starts)
+            finished = lowest == self._NO_RANK
+            if finished.any():  # move finished pieces out
+                positions = np.repeat(finished, sizes)
+                done_ids.append(ids[positions])
+                done_pieces.append(piece[finished])
+                ids, rank = ids[~positions], rank[~positions]
+                piece, lowest, sizes = piece[~finished], lowest[~finished], sizes[~finished]
+                if not len(ids):
+                    break
+                starts = np.cumsum(sizes) - sizes
+            merge_at = np.flatnonzero(rank == np.repeat(lowest, sizes))
+            owner = np.searchsorted(starts, merge_at, side="right") - 1  # the piece of each merge
+            if not self.all_at_once:  # one merge per piece and round: its leftmost lowest pair
+                first = np.r_[True, owner[1:] != owner[:-1]]
+                merge_at, owner = merge_at[first], owner[first]
+            else:
+                adjacent = np.diff(merge_at) == 1
+                if adjacent.any():  # runs such as (x, x) in "xxxx": merge the 1st, 3rd, ... pair of each run
+                    k = np.arange(len(merge_at))
+                    run_start = np.maximum.accumulate(np.where(np.r_[True, ~adjacent], k, 0))
+                    every_other = (k - run_start) % 2 == 0
+                    merge_at, owner = merge_at[every_other], owner[every_other]
+            ids[merge_at] = self.new_ids[rank[merge_at]]
+            keep = np.ones(len(ids), dtype=bool)
+            keep[merge_at + 1] = False
+            ids, rank = ids[keep], rank[keep]
+            sizes -= np.bincount(owner, minlength=len(sizes))
+            # Look up again the two pairs that touch each merged token (the one before it, the one after it).
+            at = merge_at - np.arange(len(merge_at))
+            at = np.concatenate([at[at > 0] - 1, at])
+            rank[at] = self.ranks_of(ids[at], ids[at + 1])
+        flat = np.concatenate(done_ids)
+        ends = np.flatnonzero(flat == separator)
+        starts = np.r_[0, ends[:-1] + 1]
+        flat = flat.tolist()
+        order = map(pieces.__getitem__, np.concatenate(done_pieces).tolist())
+        return dict(zip(order, map(flat.__getitem__, map(slice, starts.tolist(), ends.tolist()))))
 
 
 class ByteLevelCodec(BPETokenizer):

@@ -5,7 +5,8 @@
   :func:`bytes2logits.bpe.train_bpe` and with HF's ``BpeTrainer`` on the same text and the same
   pre-tokenizer (``\\S+|\\s+``, then GPT-2's byte-level alphabet), single thread
   (``RAYON_NUM_THREADS=1``, ``TOKENIZERS_PARALLELISM=false``, set before ``tokenizers`` is imported).
-* Encoding: the first 5 MB of the corpus with :class:`bytes2logits.bpe.BPETokenizer` built from our merges,
+* Encoding: the first 5 MB of the corpus with :class:`bytes2logits.bpe.FastBPETokenizer` built from our
+  merges (and, for comparison, lab 04's :class:`~bytes2logits.bpe.BPETokenizer`, which gives the same ids),
   and with a ``tiktoken.Encoding`` built in memory from the same merges (no file is downloaded). Ours is
   timed cold (a fresh tokenizer, empty piece cache: every distinct piece is encoded once, which is the fair
   comparison with tiktoken, which has no cache; the ratio line uses this) and warm (the same text again).
@@ -103,20 +104,25 @@ def time_hf_train(text: str, vocab_size: int) -> tuple[float, int]:
 
 def time_encode(text: str, vocab: dict, merges: list) -> dict:
     """MB/s of our encoder (cold and warm cache) and of tiktoken built from the same merges."""
-    from bytes2logits.bpe import BPETokenizer
+    from bytes2logits.bpe import BPETokenizer, FastBPETokenizer
 
     size = len(text.encode("utf-8")) / MB
     cold = warm = math.inf
     for _ in range(2):  # best of two, each with a fresh tokenizer (an empty cache); construction not timed
-        tok = BPETokenizer(vocab, merges)
+        tok = FastBPETokenizer(vocab, merges)
         start = time.perf_counter()
         ours = tok.encode(text)
         cold = min(cold, time.perf_counter() - start)
         start = time.perf_counter()
         tok.encode(text)
         warm = min(warm, time.perf_counter() - start)
+    # The lab 04 tokenizer (one new piece at a time), cold, once: the figure the batching improves on.
+    start = time.perf_counter()
+    assert BPETokenizer(vocab, merges).encode(text) == ours, "BPETokenizer and FastBPETokenizer disagree"
+    lab_cold = time.perf_counter() - start
     assert tok.decode(ours) == text, "round trip failed"
-    out = {"ours_cold_MBps": size / cold, "ours_warm_MBps": size / warm, "tiktoken_MBps": math.nan,
+    out = {"ours_cold_MBps": size / cold, "ours_warm_MBps": size / warm, "lab_cold_MBps": size / lab_cold,
+           "tiktoken_MBps": math.nan,
            "same_ids_fraction": math.nan, "tokens": len(ours)}
     try:
         import tiktoken
@@ -163,8 +169,9 @@ def main(argv: list[str] | None = None) -> dict:
     rows = [
         ("train: bytes2logits.bpe.train_bpe", f"{ours_s:8.2f} s", f"{len(merges)} merges"),
         ("train: HF tokenizers BpeTrainer (1 thread)", f"{hf_s:8.2f} s", f"{hf_merges} merges"),
-        ("encode: BPETokenizer, cold cache", f"{enc['ours_cold_MBps']:8.2f} MB/s", f"{enc['tokens']} tokens"),
-        ("encode: BPETokenizer, warm cache", f"{enc['ours_warm_MBps']:8.2f} MB/s", ""),
+        ("encode: FastBPETokenizer, cold cache", f"{enc['ours_cold_MBps']:8.2f} MB/s", f"{enc['tokens']} tokens"),
+        ("encode: FastBPETokenizer, warm cache", f"{enc['ours_warm_MBps']:8.2f} MB/s", ""),
+        ("encode: BPETokenizer (lab 04), cold cache", f"{enc['lab_cold_MBps']:8.2f} MB/s", "same ids"),
         ("encode: tiktoken, same merges", f"{enc['tiktoken_MBps']:8.2f} MB/s",
          f"same ids: {enc['same_ids_fraction']:.4f}"),
     ]

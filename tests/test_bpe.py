@@ -16,6 +16,7 @@ from bytes2logits.bpe import (
     _BATCH_MIN_PIECES,
     BPETokenizer,
     ByteLevelCodec,
+    FastBPETokenizer,
     _BatchMerger,
     build_vocab,
     bytes_to_unicode,
@@ -272,10 +273,14 @@ def test_batch_encoder_matches_piece_by_piece_on_a_novel():
     batch = _BatchMerger.build(tok.merge_ranks, tok.token_to_id)
     assert batch.all_at_once  # a trained list: every occurrence of the lowest pair merges in one round
     assert batch.encode(pieces) == _piece_by_piece(tok, pieces)
-    # encode() takes the batched path on long texts and must give what one piece at a time gives.
+    # FastBPETokenizer.encode takes the batched path on long texts and must give what BPETokenizer gives.
     assert len(set(pretokenize(text))) >= _BATCH_MIN_PIECES
-    one_at_a_time = [i for p in pretokenize(text) for i in tok._encode_piece(p)]
-    assert BPETokenizer(vocab, merges).encode(text) == one_at_a_time
+    with_bos = {**vocab, len(vocab): b"<bos>"}
+    fast = FastBPETokenizer(with_bos, merges, ["<bos>"], bos="<bos>")
+    ids = fast.encode(text, add_bos=True)
+    assert fast._batch.all_at_once and len(fast._cache) == len(set(pretokenize(text)))
+    assert ids[0] == len(vocab) and ids[1:] == BPETokenizer(vocab, merges).encode(text)
+    assert fast.decode(ids) == text
 
 
 @settings(derandomize=True, max_examples=60, deadline=None)
@@ -314,14 +319,16 @@ def test_batch_encoder_error_and_odd_ids_fall_back_to_piece_by_piece():
     vocab, merges = train_bpe("low lower lowest " * 10, 5)
     # A merge whose token is missing from the vocabulary: encoding names it, batched or not.
     broken = {i: t for i, t in vocab.items() if t != merges[-1][0] + merges[-1][1]}
-    tok = BPETokenizer(broken, merges)
+    tok = FastBPETokenizer(broken, merges)
     text = " ".join(f"low{i}" for i in range(2 * _BATCH_MIN_PIECES)) + " lowest"
     with pytest.raises(ValueError, match="has no id in the vocabulary"):
         tok.encode(text)
+    assert tok._batch is False
     # Huge, sparse ids still encode (piece by piece) to the same tokens.
     far = {i * 10**12: t for i, t in vocab.items()}
-    assert [far[i] for i in BPETokenizer(far, merges).encode(text)] == [
-        vocab[i] for i in BPETokenizer(vocab, merges).encode(text)]
+    fast = FastBPETokenizer(far, merges)
+    assert [far[i] for i in fast.encode(text)] == [vocab[i] for i in BPETokenizer(vocab, merges).encode(text)]
+    assert fast._batch is False
 
 
 # ---------------------------------------------------------------- codec validation
@@ -372,8 +379,23 @@ def test_bad_special_tokens():
 
 
 def test_bytes_to_unicode_is_gpt2_map():
+    # HF tokenizers' ByteLevel pre-tokenizer applies GPT-2's map; feed it every byte that valid UTF-8 has.
+    from tokenizers import pre_tokenizers
+
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     table = bytes_to_unicode()
-    assert table == BYTE_TO_CHAR
+    assert set(table.values()) == set(pre_tokenizers.ByteLevel.alphabet())
+    seen = set()
+    for c in map(chr, [*range(0x80), *range(0x80, 0x800, 7), 0x7FF, *range(0x800, 0x10000, 61), 0xFFFF,
+                       *range(0x10000, 0x110000, 4099), 0x10FFFF]):
+        if 0xD800 <= ord(c) < 0xE000:
+            continue
+        (shown, _), = byte_level.pre_tokenize_str(c)
+        assert shown == "".join(table[b] for b in c.encode()), c
+        seen.update(c.encode())
+    assert len(seen) == 256 - 13  # C0, C1 and F5..FF never occur in UTF-8: printable, so they map to themselves
+    assert all(table[b] == chr(b) for b in set(range(256)) - seen)
+    assert table == BYTE_TO_CHAR and table is not bytes_to_unicode()
     assert table[0x20] == "Ġ" and table[0x0A] == "Ċ" and table[ord("a")] == "a"
     assert len(set(table.values())) == 256
     assert token_to_printable(b" the") == "Ġthe"

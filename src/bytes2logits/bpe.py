@@ -3,7 +3,8 @@
 This module is the reference for labs 03-05.
 
 * :func:`train_bpe` learns an ordered list of merges from a corpus (lab 03).
-* :class:`BPETokenizer` replays those merges to turn text into token ids and back (lab 04).
+* :class:`BPETokenizer` replays those merges to turn text into token ids and back (lab 04);
+  :class:`FastBPETokenizer` gives the same ids, merging a long text's new pieces together with NumPy.
 * :class:`ByteLevelCodec` is the same tokenizer with the guarantees of a *closed* codec checked up front:
   all 256 bytes and every special token have exactly one id, user text can never produce a special id,
   and ``decode(encode(x)) == x`` for every string (lab 05).
@@ -30,14 +31,13 @@ from itertools import chain
 
 import numpy as np
 
-from .tokenizer import BYTE_TO_CHAR
-
 __all__ = [
     "PRETOKENIZE_PATTERN",
     "pretokenize",
     "count_pieces",
     "train_bpe",
     "BPETokenizer",
+    "FastBPETokenizer",
     "ByteLevelCodec",
     "bytes_to_unicode",
     "token_to_printable",
@@ -324,8 +324,6 @@ class BPETokenizer:
             self._decode_table[i] = b""
         # piece -> ids. A dict subclass whose __missing__ runs BPE, so that a cache hit is one C-level lookup.
         self._cache = _PieceCache(self._encode_piece)
-        # The NumPy merger for many new pieces at once: None = not built yet, False = not applicable.
-        self._batch: _BatchMerger | None | bool = None
 
     def _encode_piece(self, piece: str) -> list[int]:
         """Encode one pre-token piece: apply the lowest-ranked present merge until none applies.
@@ -359,22 +357,6 @@ class BPETokenizer:
             bad = next(p for p in parts if p not in self.token_to_id)
             raise ValueError(f"token {bad!r} (in piece {piece!r}) has no id in the vocabulary") from None
 
-    def _encode_missing(self, pieces: list[str]) -> None:
-        """Put every piece of ``pieces`` that is not cached yet into the cache, many at once.
-
-        Used by :meth:`encode` on long texts. When there are enough new pieces and the merge list allows it
-        (see :class:`_BatchMerger`), they are merged together with NumPy; the result is identical to
-        :meth:`_encode_piece` on each piece, which the tests check.
-        """
-        cache = self._cache
-        missing = [p for p in set(pieces) if p not in cache]
-        if len(missing) < _BATCH_MIN_PIECES:
-            return
-        if self._batch is None:
-            self._batch = _BatchMerger.build(self.merge_ranks, self.token_to_id)
-        if self._batch is not False:
-            cache.update(self._batch.encode(missing))
-
     def _special_id(self, name: str, role: str) -> int:
         """The id of special token ``name``, or an error saying how to declare it for ``role``."""
         try:
@@ -394,10 +376,7 @@ class BPETokenizer:
         """
         if not isinstance(text, str):
             raise TypeError(f"encode() takes a str, got {type(text).__name__}")
-        pieces = _PRETOKENIZE.findall(text)
-        if len(pieces) >= _BATCH_MIN_PIECES:
-            self._encode_missing(pieces)
-        ids = list(chain.from_iterable(map(self._cache.__getitem__, pieces)))
+        ids = list(chain.from_iterable(map(self._cache.__getitem__, _PRETOKENIZE.findall(text))))
         if add_bos:
             ids.insert(0, self._special_id(self.bos, "bos"))
         if add_eos:
@@ -450,6 +429,51 @@ class _PieceCache(dict):
 
 #: Texts with fewer pieces than this, or fewer new pieces, are encoded one piece at a time.
 _BATCH_MIN_PIECES = 256
+
+
+class FastBPETokenizer(BPETokenizer):
+    """A :class:`BPETokenizer` that encodes the new pieces of a long text all at once, with NumPy.
+
+    Same constructor, same ids: on a text with many pieces not seen before (a fresh tokenizer on a corpus),
+    :meth:`encode` first merges all of them together (:class:`_BatchMerger`) and fills the cache, then
+    reads every piece from the cache. On 5 MB of Wikipedia that is about three times faster than encoding
+    each new piece on its own; short texts take the ordinary path.
+    """
+
+    def __init__(self, *args, **kwargs):
+        """Build the tokenizer (see :class:`BPETokenizer`); the NumPy merger is built on first use."""
+        super().__init__(*args, **kwargs)
+        # None = not built yet, False = not applicable to this vocabulary (see _BatchMerger.build).
+        self._batch: _BatchMerger | None | bool = None
+
+    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[int]:
+        """Encode like :meth:`BPETokenizer.encode`, merging a long text's new pieces in one batch first."""
+        if not isinstance(text, str) or len(text) < _BATCH_MIN_PIECES:
+            return super().encode(text, add_bos, add_eos)
+        pieces = _PRETOKENIZE.findall(text)
+        self._encode_missing(pieces)
+        ids = list(chain.from_iterable(map(self._cache.__getitem__, pieces)))
+        if add_bos:
+            ids.insert(0, self._special_id(self.bos, "bos"))
+        if add_eos:
+            ids.append(self._special_id(self.eos, "eos"))
+        return ids
+
+    def _encode_missing(self, pieces: list[str]) -> None:
+        """Put every piece of ``pieces`` that is not cached yet into the cache, many at once.
+
+        Used by :meth:`encode` on long texts. When there are enough new pieces and the merge list allows it
+        (see :class:`_BatchMerger`), they are merged together with NumPy; the result is identical to
+        :meth:`_encode_piece` on each piece, which the tests check.
+        """
+        cache = self._cache
+        missing = [p for p in set(pieces) if p not in cache]
+        if len(missing) < _BATCH_MIN_PIECES:
+            return
+        if self._batch is None:
+            self._batch = _BatchMerger.build(self.merge_ranks, self.token_to_id)
+        if self._batch is not False:
+            cache.update(self._batch.encode(missing))
 
 
 class _BatchMerger:
@@ -673,16 +697,27 @@ class ByteLevelCodec(BPETokenizer):
 
 
 def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's printable byte -> character map (a copy of :data:`bytes2logits.tokenizer.BYTE_TO_CHAR`).
+    """GPT-2's printable byte -> character map, as a new ``dict[int, str]`` on every call.
 
-    The 188 bytes that are printable Latin-1 characters stand for themselves; the other 68 (control
-    characters, space, DEL, NBSP, soft hyphen) are shifted to code points 256, 257, ... in byte order, so
-    a space shows as ``"Ġ"`` and a newline as ``"Ċ"``. It is for *display* only: tie-breaking and all
-    comparisons use the raw bytes.
+    The 188 bytes that are already printable Latin-1 characters (``!``..``~``, ``¡``..``¬``, ``®``..``ÿ``)
+    stand for themselves; the other 68 (control characters, space, DEL, NBSP, soft hyphen) are given the
+    code points 256, 257, ... in byte order, so a space shows as ``"Ġ"`` (U+0120) and a newline as ``"Ċ"``
+    (U+010A). It is for *display* only: tie-breaking and all comparisons use the raw bytes.
     """
-    return dict(BYTE_TO_CHAR)
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table = {b: chr(b) for b in printable}
+    shifted = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + shifted)
+            shifted += 1
+    return dict(sorted(table.items()))
 
 
 def token_to_printable(token: bytes) -> str:
-    """Show token bytes the way GPT-2 vocabularies do, one printable character per byte (``b" the"`` -> ``"Ġthe"``)."""
-    return "".join(BYTE_TO_CHAR[b] for b in token)
+    """Show token bytes the way GPT-2 vocabularies do, one printable character per byte (``b" the"`` -> ``"Ġthe"``).
+
+    Decoding as Latin-1 turns each byte into the character with the same number; ``str.translate`` then
+    swaps each for its printable stand-in.
+    """
+    return bytes(token).decode("latin-1").translate(bytes_to_unicode())

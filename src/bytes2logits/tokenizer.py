@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import regex
 
+from .bpe import bytes_to_unicode
 from .errors import TokenizerError
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -64,25 +65,8 @@ class TokenType:
     BYTE = 6          # SentencePiece byte fallback <0x00>..<0xFF>
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable character table.
-
-    The 188 bytes that are already printable Latin-1 characters (``!``..``~``, ``¡``..``¬``, ``®``..``ÿ``)
-    stand for themselves; the other 68 (controls, space, DEL, NBSP, soft hyphen) are given the code points
-    256, 257, ... in byte order. So byte 0x20 (space) is ``"Ġ"`` (U+0120) and 0x0A (newline) is ``"Ċ"``.
-    """
-    keep = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    table = {b: chr(b) for b in keep}
-    n = 0
-    for b in range(256):
-        if b not in table:
-            table[b] = chr(256 + n)
-            n += 1
-    return dict(sorted(table.items()))
-
-
 #: byte value -> the printable character byte-level BPE vocabularies use for it
-BYTE_TO_CHAR: dict[int, str] = _bytes_to_unicode()
+BYTE_TO_CHAR: dict[int, str] = bytes_to_unicode()
 #: the inverse of :data:`BYTE_TO_CHAR`
 CHAR_TO_BYTE: dict[str, int] = {c: b for b, c in BYTE_TO_CHAR.items()}
 # str.translate table: a str whose code points are byte values (latin-1 decoded) -> printable form

@@ -92,7 +92,11 @@ def hidden_block(lab: Lab, task_id: str) -> str:
 
 
 def solution_lines(lab: Lab) -> set[str]:
-    """Distinctive lines of the reference bodies (for checking that a release holds none of them)."""
+    """Distinctive lines of the reference bodies (for checking that a release holds none of them).
+
+    Lines that also occur in the set-up cell (as text anywhere in it) are left out: the release shows it.
+    """
+    shown = setup_source(lab)
     found = set()
     for task in lab.tasks:
         src = answer_source(lab, task.id)
@@ -103,7 +107,7 @@ def solution_lines(lab: Lab) -> set[str]:
                 inside = True
             elif s == END:
                 inside = False
-            elif inside and len(s) >= 16 and not s.startswith(("#", '"', "'", "return None")):
+            elif inside and len(s) >= 16 and not s.startswith(("#", '"', "'", "return None")) and s not in shown:
                 found.add(s)
     return found
 

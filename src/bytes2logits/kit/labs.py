@@ -122,8 +122,8 @@ LABS: dict[str, Lab] = {
             chapter="course/04_merge_priority.ipynb",
             module="bytes2logits.bpe",
             imports=("import re", "from collections.abc import Iterable, Mapping, Sequence",
-                     "from itertools import chain", "from bytes2logits.bpe import _PRETOKENIZE, _check_special_tokens"),
-            given=("PRETOKENIZE_PATTERN",),
+                     "from itertools import chain"),
+            given=("PRETOKENIZE_PATTERN", "_PRETOKENIZE", "_check_special_tokens"),
             tasks=(
                 Task("piece_cache", "A cache that computes a missing piece once", ("_PieceCache",), 2),
                 Task("bpe_tokenizer", "BPETokenizer: encode by rank, decode, specials", ("BPETokenizer",), 8),
@@ -135,8 +135,8 @@ LABS: dict[str, Lab] = {
             chapter="course/05_byte_level_bpe.ipynb",
             module="bytes2logits.bpe",
             imports=("import re", "from collections import defaultdict", "from collections.abc import Mapping, Sequence",
-                     "from bytes2logits.bpe import BPETokenizer, _check_special_tokens",
-                     "from bytes2logits.tokenizer import BYTE_TO_CHAR"),
+                     "from bytes2logits.bpe import BPETokenizer"),
+            given=("_check_special_tokens",),
             tasks=(
                 Task("printable", "Show byte tokens GPT-2 style", ("bytes_to_unicode", "token_to_printable"), 2),
                 Task("codec", "ByteLevelCodec: validate, round trip, trusted specials", ("ByteLevelCodec",), 8),

@@ -142,6 +142,21 @@ LABS: dict[str, Lab] = {
                 Task("codec", "ByteLevelCodec: validate, round trip, trusted specials", ("ByteLevelCodec",), 8),
             ),
         ),
+        Lab(
+            name="lab06_special_tokens",
+            title="Lab 06 — special tokens: structure only from code",
+            chapter="course/06_special_tokens.ipynb",
+            module="bytes2logits.specials",
+            imports=("import re", "from collections.abc import Iterable, Mapping, Sequence",
+                     "from bytes2logits.bpe import ByteLevelCodec"),
+            tasks=(
+                Task("find_specials", "The earliest-longest scan", ("find_specials",), 3),
+                Task("special_tokenizer", "allowed_special, structural bos/eos, decode, stop ids",
+                     ("SpecialTokenizer",), 4),
+                Task("chat_and_stops", "ChatML ids built structurally; cutting at a stop token",
+                     ("encode_chatml", "cut_at_stop"), 3),
+            ),
+        ),
     ]
 }
 

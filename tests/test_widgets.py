@@ -94,3 +94,13 @@ def test_encode_steps_follow_rank_and_match_the_tokenizer():
     for word in ["lowest", "newer", "wider", "slowest", "é"]:
         final = encode_steps(word, merges)[-1][0]
         assert [tok.decode([i]) for i in tok.encode(word)] == [t.decode("utf-8", "replace") for t in final]
+
+
+def test_token_strip_marks_specials_and_escapes():
+    from bytes2logits.kit.widgets import token_strip_html
+
+    out = token_strip_html(["<|im_start|>", "user", "\n<b>", " x"], special={0}, title="a & b")
+    assert out.count("<span") == 4 and "a &amp; b" in out
+    assert "&lt;|im_start|&gt;" in out and "↵&lt;b&gt;" in out and "␣x" in out
+    assert out.index("#1f2937") < out.index("user"), "the special token is drawn dark"
+    assert out.count("#1f2937") == 1

@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..bpe import count_pieces, token_to_printable
+from .widgets import PALETTE
 
 __all__ = ["Step", "bpe_trace", "step_html", "merge_stepper", "encode_steps"]
 
@@ -88,7 +89,7 @@ def bpe_trace(text: str, num_merges: int) -> list[Step]:
     return steps
 
 
-_PALETTE = ["#dbeafe", "#dcfce7", "#fef9c3", "#fce7f3", "#ede9fe", "#ffedd5", "#cffafe", "#e5e7eb"]
+_PALETTE = PALETTE
 
 
 def _show(b: bytes) -> str:

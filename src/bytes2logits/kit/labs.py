@@ -157,6 +157,20 @@ LABS: dict[str, Lab] = {
                      ("encode_chatml", "cut_at_stop"), 3),
             ),
         ),
+        Lab(
+            name="lab10_image_patches",
+            title="Lab 10 — image patches as tokens",
+            chapter="course/10_image_patches.ipynb",
+            module="bytes2logits.patches",
+            imports=("import operator", "import numpy as np"),
+            given=("_check_int",),
+            tasks=(
+                Task("patchify", "Cut an image into patches", ("patch_grid", "pad_to_multiple", "patchify"), 3),
+                Task("unpatchify", "Put the patches back", ("unpatchify",), 2),
+                Task("patch_embedding", "Project patches and add 2-D positions", ("PatchEmbedding",), 3),
+                Task("placeholders", "Expand <image> placeholders", ("expand_placeholders",), 2),
+            ),
+        ),
     ]
 }
 

@@ -1,0 +1,175 @@
+"""Hidden suite, lab 10 task 1: patch_grid, pad_to_multiple and patchify."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+
+def _oracle():
+    path = Path(__file__).with_name("pixel_oracle.py")
+    spec = importlib.util.spec_from_file_location("_lab10_pixel_oracle", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+oracle = _oracle()
+
+
+@st.composite
+def images(draw):
+    """An image whose sides are multiples of its patch size: any dtype, 2-D or with 1 to 4 channels."""
+    p = draw(st.integers(1, 5))
+    rows, cols = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    channels = draw(st.sampled_from([None, 1, 2, 3, 4]))
+    shape = (rows * p, cols * p) + (() if channels is None else (channels,))
+    dtype = draw(st.sampled_from(oracle.DTYPES))
+    return oracle.random_image(draw(st.integers(0, 2**32 - 1)), shape, dtype), p
+
+
+def test_patch_grid(impl):
+    """patch_grid gives (rows, cols) as two ints when both sides are multiples of the patch size."""
+    for args, want in [((224, 224, 16), (14, 14)), ((336, 336, 14), (24, 24)), ((600, 512, 8), (75, 64)),
+                       ((16, 48, 16), (1, 3)), ((7, 5, 1), (7, 5)), ((np.int64(32), 64, np.int32(16)), (2, 4))]:
+        got = impl.patch_grid(*args)
+        assert type(got) is tuple and len(got) == 2 and all(type(v) is int for v in got), \
+            "patch_grid must return a tuple of two Python ints"
+        assert got == want, "patch_grid gives the wrong grid"
+
+
+def test_patch_grid_refuses_sides_that_are_not_multiples(impl):
+    """A side that is not a multiple of the patch size is a ValueError whose message names that side's size."""
+    for args, side in [((600, 512, 16), "600"), ((512, 600, 16), "600"), ((225, 224, 16), "225"), ((3, 4, 2), "3")]:
+        with pytest.raises(ValueError) as info:
+            impl.patch_grid(*args)
+        assert side in str(info.value), "the error message should name the size that does not fit"
+
+
+def test_patch_grid_checks_its_arguments(impl):
+    """patch must be an int >= 1 (TypeError for a float or a bool, ValueError for 0); sides must be ints >= 0."""
+    with pytest.raises(ValueError):
+        impl.patch_grid(16, 16, 0)
+    with pytest.raises(ValueError):
+        impl.patch_grid(16, 16, -4)
+    with pytest.raises(ValueError):
+        impl.patch_grid(-16, 16, 4)
+    for bad in (16.0, True, "16", None):
+        with pytest.raises(TypeError):
+            impl.patch_grid(32, 32, bad)
+    with pytest.raises(TypeError):
+        impl.patch_grid(32.0, 32, 16)
+
+
+def test_patchify_small_example(impl):
+    """A 4x6 image in 2x2 patches: patches left to right then top to bottom, each read row by row."""
+    img = np.arange(24, dtype=np.int32).reshape(4, 6)
+    got = impl.patchify(img, 2)
+    want = np.array([[0, 1, 6, 7], [2, 3, 8, 9], [4, 5, 10, 11],
+                     [12, 13, 18, 19], [14, 15, 20, 21], [16, 17, 22, 23]], dtype=np.int32)
+    oracle.same_array(got, want)
+
+
+def test_patchify_channels_are_innermost(impl):
+    """In an (H, W, C) image the C values of one pixel sit next to each other in the patch vector."""
+    img = np.zeros((4, 4, 3), dtype=np.uint8)
+    img[0, 1] = (1, 2, 3)       # patch 0, pixel (0, 1) -> entries 3, 4, 5
+    img[3, 2] = (7, 8, 9)       # patch 3 (grid row 1, column 1), pixel (1, 0) -> entries 6, 7, 8
+    got = impl.patchify(img, 2)
+    want = np.zeros((4, 12), dtype=np.uint8)
+    want[0, 3:6] = (1, 2, 3)
+    want[3, 6:9] = (7, 8, 9)
+    oracle.same_array(got, want)
+
+
+@given(images())
+def test_patchify_matches_a_pixel_loop(impl, case):
+    """For random shapes and dtypes, patchify gives exactly what a loop over every pixel gives."""
+    image, p = case
+    before = image.copy()
+    oracle.same_array(impl.patchify(image, p), oracle.slow_patches(image, p))
+    assert np.array_equal(image, before), "patchify must not change the image"
+
+
+def test_patchify_real_sizes(impl):
+    """A 224x224 RGB image in 16x16 patches gives 196 rows of 768 values; 336x336 at 14 gives 576 rows of 588."""
+    for side, p, n, dim in [(224, 16, 196, 768), (336, 14, 576, 588)]:
+        image = oracle.random_image(side, (side, side, 3), np.uint8)
+        got = impl.patchify(image, p)
+        assert type(got) is np.ndarray and got.shape == (n, dim) and got.dtype == np.uint8
+        k = 17  # spot-check one patch against the image directly
+        r, c = divmod(k, side // p)
+        assert np.array_equal(got[k], image[r * p:(r + 1) * p, c * p:(c + 1) * p].ravel()), \
+            "a patch does not hold the pixels of its square"
+
+
+def test_patchify_views_and_strided_inputs(impl):
+    """Sliced, transposed and Fortran-ordered images are cut by their pixel coordinates, not their memory."""
+    big = oracle.random_image(7, (20, 30, 3), np.float32)
+    for image in (big[2:14, 3:27], big[::2, ::3], big.transpose(1, 0, 2), np.asfortranarray(big), big[:, :, 1]):
+        oracle.same_array(impl.patchify(image, 2), oracle.slow_patches(image, 2))
+
+
+def test_patchify_returns_a_new_array(impl):
+    """The patches never share memory with the image, even for a grid one patch wide or patch size 1."""
+    for shape, p in [((8, 4, 3), 4), ((4, 4), 4), ((3, 5, 2), 1), ((6, 6), 3)]:
+        image = oracle.random_image(1, shape, np.int16)
+        out = impl.patchify(image, p)
+        assert not np.shares_memory(out, image), "the patches share memory with the image"
+        out[...] = 0
+        assert image.any(), "writing into the patches changed the image"
+
+
+def test_patchify_refuses_bad_input(impl):
+    """Not an array: TypeError. Not 2-D or 3-D, a side not a multiple of patch, or patch < 1: ValueError."""
+    with pytest.raises(TypeError):
+        impl.patchify([[1, 2], [3, 4]], 2)
+    for shape in [(4,), (2, 2, 2, 2), (4, 4, 0)]:
+        with pytest.raises(ValueError):
+            impl.patchify(np.zeros(shape), 2)
+    with pytest.raises(ValueError) as info:
+        impl.patchify(np.zeros((600, 512, 3), dtype=np.uint8), 16)
+    assert "600" in str(info.value), "the error message should name the size that does not fit"
+    with pytest.raises(ValueError):
+        impl.patchify(np.zeros((4, 6)), 4)
+    with pytest.raises(ValueError):
+        impl.patchify(np.zeros((4, 4)), 0)
+    with pytest.raises(TypeError):
+        impl.patchify(np.zeros((4, 4)), 2.0)
+
+
+@given(st.integers(1, 9), st.integers(1, 9), st.sampled_from([None, 1, 3]), st.integers(1, 5),
+       st.sampled_from([np.uint8, np.float32, np.bool_]))
+def test_pad_to_multiple(impl, height, width, channels, p, dtype):
+    """Padding goes to the bottom and right, up to the next multiples; the pixels keep their place and dtype."""
+    shape = (height, width) + (() if channels is None else (channels,))
+    image = oracle.random_image(height * 100 + width, shape, dtype)
+    value = True if dtype is np.bool_ else 5
+    out = impl.pad_to_multiple(image, p, value)
+    assert type(out) is np.ndarray and out.dtype == image.dtype, "the padded image keeps the dtype"
+    want_h, want_w = -(-height // p) * p, -(-width // p) * p
+    assert out.shape == (want_h, want_w) + shape[2:], "each side goes up to the next multiple of patch, no further"
+    assert np.array_equal(out[:height, :width], image), "the original pixels must stay at their coordinates"
+    pad = np.ones(out.shape, dtype=bool)
+    pad[:height, :width] = False
+    assert (out[pad] == np.asarray(value, dtype=dtype)).all(), "every added pixel must have the padding value"
+    assert not np.shares_memory(out, image), "pad_to_multiple returns a new array"
+
+
+def test_pad_to_multiple_defaults_and_errors(impl):
+    """The default padding value is 0; an exact fit is returned as an equal copy; bad input is refused."""
+    image = np.full((600, 512, 3), 200, dtype=np.uint8)
+    out = impl.pad_to_multiple(image, 16)
+    assert out.shape == (608, 512, 3) and out.dtype == np.uint8
+    assert out[600:].max() == 0 and (out[:600] == 200).all()
+    same = impl.pad_to_multiple(image[:592], 16)
+    assert same.shape == (592, 512, 3) and (same == 200).all() and not np.shares_memory(same, image)
+    with pytest.raises(TypeError):
+        impl.pad_to_multiple([[1, 2]], 2)
+    with pytest.raises(ValueError):
+        impl.pad_to_multiple(np.zeros((2, 2, 2, 2)), 2)
+    with pytest.raises(ValueError):
+        impl.pad_to_multiple(image, 0)

@@ -9,9 +9,10 @@ tables, and the chapter's splice of patch vectors into a token sequence.
 from __future__ import annotations
 
 import doctest
-import importlib.util
 import math
+import runpy
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -31,16 +32,9 @@ from bytes2logits.patches import (
 )
 
 
-def _oracle():
-    """The lab 10 suites' pixel loop and random images (one copy of that code)."""
-    path = Path(__file__).resolve().parent / "hidden" / "lab10_image_patches" / "pixel_oracle.py"
-    spec = importlib.util.spec_from_file_location("_lab10_pixel_oracle_lib", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-oracle = _oracle()
+# The lab 10 suites' pixel loop and random images (one copy of that code).
+oracle = SimpleNamespace(**runpy.run_path(str(Path(__file__).resolve().parent / "hidden" / "lab10_image_patches"
+                                             / "pixel_oracle.py")))
 
 
 def test_doctests():
@@ -85,7 +79,8 @@ def test_patchify_of_a_real_photo():
 def test_patch_grid_message_and_types():
     assert patch_grid(224, 224, 16) == (14, 14)
     assert patch_grid(0, 32, 16) == (0, 2)
-    with pytest.raises(ValueError, match=r"width 225 is not a multiple of patch 16 \(1 pixels over\): crop to 224 or pad to 240"):
+    want = r"width 225 is not a multiple of patch 16 \(1 pixels over\): crop to 224 or pad to 240"
+    with pytest.raises(ValueError, match=want):
         patch_grid(224, 225, 16)
     with pytest.raises(TypeError, match="patch must be an int"):
         patch_grid(224, 224, 16.0)
@@ -190,7 +185,9 @@ def test_expand_and_splice_like_the_chapter():
 def test_expand_error_messages():
     with pytest.raises(ValueError, match=r"ids hold 2 placeholder\(s\) 9 but counts has 1 entries"):
         expand_placeholders([9, 1, 9], 9, [3])
-    with pytest.raises(ValueError, match="count of image 1 must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="count of image 2 must be >= 1, got 0"):
         expand_placeholders([9, 1, 9], 9, [3, 0])
-    with pytest.raises(TypeError, match="token id at position 1 is 2.0"):
+    with pytest.raises(TypeError, match=r"token id at position 1 must be an int, not float \(2.0\)"):
         expand_placeholders([9, 2.0], 9, 1)
+    with pytest.raises(ValueError, match="token id at position 0 must be >= 0, got -1"):
+        expand_placeholders([-1, 9], 9, 1)

@@ -38,7 +38,7 @@ __all__ = ["patch_grid", "pad_to_multiple", "patchify", "unpatchify", "PatchEmbe
 
 
 def _check_int(value, name: str, minimum: int) -> int:
-    """``value`` as a Python int, checked: an integer (not a bool, not a float) that is at least ``minimum``."""
+    """``value`` as a Python int, checked: an integer (not a bool, not a float), at least ``minimum``."""
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"{name} must be an int, not {type(value).__name__} ({value!r})")
     value = operator.index(value)
@@ -57,10 +57,10 @@ def patch_grid(height: int, width: int, patch: int) -> tuple[int, int]:
 
     >>> patch_grid(224, 224, 16)
     (14, 14)
-    >>> patch_grid(600, 512, 16)
+    >>> patch_grid(600, 512, 16)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: image height 600 is not a multiple of patch 16 (8 pixels over): crop to 592 or pad to 608 (pad_to_multiple)
+    ValueError: image height 600 is not a multiple of patch 16 (8 pixels over): crop to 592 or pad to 608 ...
     """
     patch = _check_int(patch, "patch", 1)
     height = _check_int(height, "height", 0)
@@ -134,7 +134,8 @@ def patchify(image: np.ndarray, patch: int) -> np.ndarray:
     return grid.copy().reshape(rows * cols, patch * patch * channels)
 
 
-def unpatchify(patches: np.ndarray, patch: int, height: int, width: int, channels: int | None = None) -> np.ndarray:
+def unpatchify(patches: np.ndarray, patch: int, height: int, width: int,
+               channels: int | None = None) -> np.ndarray:
     """Put patches back into an image: the exact inverse of :func:`patchify`.
 
     ``channels=None`` rebuilds a 2-D ``(height, width)`` image; an int ``C`` rebuilds ``(height, width, C)``
@@ -208,7 +209,8 @@ class PatchEmbedding:
         for name, table in (("row_table", row_table), ("col_table", col_table)):
             table = np.asarray(table, dtype=weight.dtype)
             if table.ndim != 2 or table.shape[1] != d_model:
-                raise ValueError(f"{name} has shape {table.shape}; weight {weight.shape} needs (n, {d_model})")
+                raise ValueError(f"{name} has shape {table.shape}; weight {weight.shape} needs "
+                                 f"(n, {d_model})")
             tables.append(table)
         self.weight, self.bias = weight, bias
         self.row_table, self.col_table = tables
@@ -243,7 +245,7 @@ class PatchEmbedding:
         return grid.reshape(rows * cols, self.d_model)
 
     def __call__(self, patches: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
-        """Embed the patches of one image laid out as ``grid = (rows, cols)``: ``(N, patch_dim)`` -> ``(N, d_model)``.
+        """Embed one image's patches, laid out as ``grid = (rows, cols)``, into ``(N, d_model)``.
 
         ``patches`` may have any numeric dtype (``uint8`` pixels too); it is converted to the weights'
         dtype first. ``N`` must equal ``rows * cols``: the grid is not guessed from ``N`` (196 patches
@@ -252,7 +254,8 @@ class PatchEmbedding:
         if not isinstance(patches, np.ndarray):
             raise TypeError(f"patches must be a NumPy array, not {type(patches).__name__}")
         if patches.ndim != 2 or patches.shape[1] != self.patch_dim:
-            raise ValueError(f"patches have shape {patches.shape}; this embedding takes (N, {self.patch_dim})")
+            raise ValueError(f"patches have shape {patches.shape}; this embedding takes "
+                             f"(N, {self.patch_dim})")
         if not isinstance(grid, tuple) or len(grid) != 2:
             raise TypeError(f"grid must be a tuple (rows, cols), not {grid!r}")
         rows, cols = _check_int(grid[0], "rows", 0), _check_int(grid[1], "cols", 0)
@@ -263,14 +266,15 @@ class PatchEmbedding:
         return x @ self.weight + self.bias + self.positions(rows, cols)
 
 
-def sincos_tables(max_rows: int, max_cols: int, d_model: int, base: float = 10000.0) -> tuple[np.ndarray, np.ndarray]:
+def sincos_tables(max_rows: int, max_cols: int, d_model: int,
+                  base: float = 10000.0) -> tuple[np.ndarray, np.ndarray]:
     """Fixed 2-D sin-cos position tables for :class:`PatchEmbedding`: ``(row_table, col_table)``, float64.
 
     The original Transformer codes a 1-D position ``p`` with sines and cosines of geometrically spaced
     frequencies. Here the first half of the ``d_model`` features codes the grid row and the second half
     the grid column, each with ``q = d_model // 4`` frequencies ``w_i = base ** (-i / q)``::
 
-        code(p) = [sin(p w_0), ..., sin(p w_{q-1}), cos(p w_0), ..., cos(p w_{q-1})]    # 2q = d_model / 2 numbers
+        code(p) = [sin(p w_0), ..., sin(p w_{q-1}), cos(p w_0), ..., cos(p w_{q-1})]  # d_model / 2 numbers
         row_table[r] = [code(r), 0, ..., 0]      col_table[c] = [0, ..., 0, code(c)]
 
     so ``row_table[r] + col_table[c]`` is ``code(r)`` followed by ``code(c)``: two patches in the same row
@@ -280,7 +284,8 @@ def sincos_tables(max_rows: int, max_cols: int, d_model: int, base: float = 1000
     max_rows, max_cols = _check_int(max_rows, "max_rows", 0), _check_int(max_cols, "max_cols", 0)
     d_model = _check_int(d_model, "d_model", 4)
     if d_model % 4:
-        raise ValueError(f"d_model must be a multiple of 4 (sin and cos, for rows and columns), got {d_model}")
+        raise ValueError(f"d_model must be a multiple of 4 (sin and cos, for rows and for columns), "
+                         f"got {d_model}")
     q = d_model // 4
     freqs = base ** (-np.arange(q) / q)
 
@@ -314,16 +319,13 @@ def expand_placeholders(ids, placeholder_id: int, counts) -> tuple[list[int], li
     >>> expand_placeholders([1, 9, 2, 9, 3], 9, [2, 3])
     ([1, 9, 9, 2, 9, 9, 9, 3], [range(1, 3), range(4, 7)])
 
-    A count below 1 or a ``counts`` sequence whose length is not the number of placeholders raises
-    ``ValueError`` with both numbers; a non-integer id or count raises ``TypeError``. The count check also
-    catches expanding the same prompt twice: it then holds one placeholder per patch, not one per image.
+    A ``counts`` sequence whose length is not the number of placeholders raises ``ValueError`` naming
+    both numbers, and so do a count below 1 and a negative id. A non-integer id or count (a float, a
+    ``bool``) raises ``TypeError``. The count check also catches expanding the same prompt twice: it
+    then holds one placeholder per patch, not one per image.
     """
     placeholder_id = _check_int(placeholder_id, "placeholder_id", 0)
-    seq = []
-    for pos, i in enumerate(ids):
-        if isinstance(i, bool) or not hasattr(i, "__index__"):
-            raise TypeError(f"token id at position {pos} is {i!r} ({type(i).__name__}), not an int")
-        seq.append(operator.index(i))
+    seq = [_check_int(i, f"token id at position {pos}", 0) for pos, i in enumerate(ids)]
     where = [pos for pos, i in enumerate(seq) if i == placeholder_id]
     if isinstance(counts, bool) or hasattr(counts, "__index__"):
         counts = [counts] * len(where)
@@ -332,7 +334,7 @@ def expand_placeholders(ids, placeholder_id: int, counts) -> tuple[list[int], li
         if len(counts) != len(where):
             raise ValueError(f"ids hold {len(where)} placeholder(s) {placeholder_id} but counts has "
                              f"{len(counts)} entries: give one count per image")
-    counts = [_check_int(k, f"count of image {n}", 1) for n, k in enumerate(counts)]
+    counts = [_check_int(k, f"count of image {n}", 1) for n, k in enumerate(counts, start=1)]
     expanded: list[int] = []
     slots: list[range] = []
     start = 0

@@ -5,6 +5,7 @@ learner's reshapes with a second copy of the same reshapes.
 """
 
 import numpy as np
+from hypothesis import strategies as st
 
 DTYPES = (np.uint8, np.int8, np.int16, np.uint32, np.int64, np.float16, np.float32, np.float64, np.complex64,
           np.bool_)
@@ -48,3 +49,14 @@ def same_array(got, want: np.ndarray) -> None:
     assert got.shape == want.shape, "the result has the wrong shape"
     assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(want).tobytes(), \
         "some values are in the wrong place (compare with a loop over the pixels)"
+
+
+@st.composite
+def images(draw):
+    """An image whose sides are multiples of its patch size, and that size: any dtype, 2-D or 1 to 4 channels."""
+    p = draw(st.integers(1, 5))
+    rows, cols = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    channels = draw(st.sampled_from([None, 1, 2, 3, 4]))
+    shape = (rows * p, cols * p) + (() if channels is None else (channels,))
+    dtype = draw(st.sampled_from(DTYPES))
+    return random_image(draw(st.integers(0, 2**32 - 1)), shape, dtype), p

@@ -113,7 +113,7 @@ def test_inputs_are_not_modified(impl):
 
 
 def test_constructor_names_the_wrong_shape(impl):
-    """A weight that is not 2-D, or a bias or table that does not fit weight's d_model, is a ValueError naming its shape."""
+    """A weight that is not 2-D, or a bias or table that does not fit d_model, is a ValueError naming its shape."""
     _, weight, bias, row_table, col_table = small_case()
     bad = [((np.zeros(12), bias, row_table, col_table), "(12,)"),
            ((np.zeros((2, 2, 3)), bias, row_table, col_table), "(2, 2, 3)"),

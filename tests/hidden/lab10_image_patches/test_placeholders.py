@@ -34,7 +34,8 @@ def prompts(draw):
 
 
 def check_types(expanded, slots):
-    assert type(expanded) is list and all(type(i) is int for i in expanded), "expanded ids must be a list of Python ints"
+    assert type(expanded) is list and all(type(i) is int for i in expanded), \
+        "expanded ids must be a list of Python ints"
     assert type(slots) is list and all(type(s) is range for s in slots), "slots must be a list of range objects"
 
 

@@ -68,3 +68,11 @@ def test_extraction_refuses_paths_that_escape(tmp_path):
     with pytest.raises(assets.AssetError, match="unsafe path"):
         assets._extract_stream(asset, archive, staging)
     assert not (tmp_path / "evil.txt").exists()
+
+
+def test_botchan_text_is_the_novel_only():
+    text = assets.botchan_text()
+    assert "botchan" in text[:300].lower()
+    assert "\ufeff" not in text and "*** START" not in text and "*** END" not in text
+    assert "Project Gutenberg" not in text[-5000:], "the licence at the end is cut off"
+    assert 200_000 < len(text) < len(assets.path("botchan").read_text(encoding="utf-8"))

@@ -30,7 +30,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-__all__ = ["ASSETS", "Asset", "AssetError", "AssetMissingError", "cache_dir", "fetch", "path", "verify"]
+__all__ = ["ASSETS", "Asset", "AssetError", "AssetMissingError", "cache_dir", "fetch", "path", "verify", "botchan_text"]
 
 MARKER = ".bytes2logits-asset.json"
 
@@ -188,6 +188,22 @@ def path(name: str) -> Path:
             f"Fetch it with:  {fetch_command(name)}"
         )
     return asset.folder() / asset.main if asset.main else asset.folder()
+
+
+def botchan_text() -> str:
+    """The novel *Botchan* as a string: the ``botchan`` asset without Project Gutenberg's wrapping.
+
+    The file starts with a byte-order mark and a header and ends with the Gutenberg licence (about a
+    third of it). Measurements about English prose should see only the novel: the lines between the
+    ``*** START OF`` and ``*** END OF`` markers.
+    """
+    book = path("botchan").read_text(encoding="utf-8")
+    try:
+        start = book.index("\n", book.index("*** START OF")) + 1
+        end = book.index("*** END OF", start)
+    except ValueError:
+        raise AssetError(f"{path('botchan')} has no Project Gutenberg START/END markers") from None
+    return book[start:end].strip()
 
 
 def sha256_file(p: Path, progress=None) -> str:

@@ -45,13 +45,13 @@ class Fertility(NamedTuple):
 
 
 def split_digits(pieces: Iterable[str], group: int = 1) -> list[str]:
-    """Refine pre-tokenized ``pieces`` so that digits are cut into groups of at most ``group``.
+    r"""Refine pre-tokenized ``pieces`` so that digits are cut into groups of at most ``group``.
 
-    A *digit* is any character whose Unicode category starts with ``N`` (what the regex ``\\p{N}`` means:
+    A *digit* is any character whose Unicode category starts with ``N`` (what the regex ``\p{N}`` means:
     ``"7"``, ``"٣"``, ``"²"``, ``"Ⅻ"``). In each piece, every maximal run of digits is cut from the left
     into chunks of ``group`` digits (the last chunk may be shorter); the text between digit runs stays one
     piece, unchanged. ``group=1`` isolates every digit (SmolLM2, Qwen); ``group=3`` is the
-    ``\\p{N}{1,3}`` rule of cl100k and Llama 3. Pieces are only ever cut, never joined, so
+    ``\p{N}{1,3}`` rule of cl100k and Llama 3. Pieces are only ever cut, never joined, so
     ``"".join(split_digits(pieces)) == "".join(pieces)``; empty pieces disappear.
 
     >>> split_digits(["year", " 2024", "!"])
@@ -83,7 +83,7 @@ def fertility(tokenize: Callable[[str], Sequence[int]], text: str) -> Fertility:
     """Tokens per character and tokens per UTF-8 byte of ``text`` under ``tokenize`` (text -> ids).
 
     A character is a code point, so ``len(text)``; bytes are ``len(text.encode("utf-8"))``. Per character,
-    English costs about a quarter of a token in a tokenizer trained mostly on English; a script the
+    English prose costs about a fifth of a token in a tokenizer trained mostly on English; a script the
     tokenizer rarely saw can cost several tokens per character. The values are plain ``float``.
 
     >>> fertility(lambda text: [0] * len(text.split()), "one two, three")
@@ -129,7 +129,7 @@ def relative_fertility(table: Mapping[str, float], reference: str = "en_Latn") -
 
 def audit_vocab(pieces: Sequence[bytes], encode: Callable[[str], Sequence[int]],
                 special_ids: Collection[int] = ()) -> dict[str, list[int]]:
-    """Sort every token id by what happens when its text is decoded and encoded again.
+    r"""Sort every token id by what happens when its text is decoded and encoded again.
 
     ``pieces[i]`` is the bytes token ``i`` stands for (``tokenizer.decode_bytes([i])``); ``encode`` turns
     text into ids; ``special_ids`` are control tokens. Each id gets the first class that applies, in the
@@ -145,7 +145,7 @@ def audit_vocab(pieces: Sequence[bytes], encode: Callable[[str], Sequence[int]],
     Returns ``{class: ids}`` with all four classes as keys and each id, ascending, in exactly one list.
     A piece that is not ``bytes`` raises ``TypeError`` naming its id.
 
-    >>> audit_vocab([b"a", b"b", b"ab", b"\\xe6"], lambda t: {"a": [0], "b": [1], "ab": [0, 1]}[t])
+    >>> audit_vocab([b"a", b"b", b"ab", b"\xe6"], lambda t: {"a": [0], "b": [1], "ab": [0, 1]}[t])
     {'special': [], 'partial': [3], 'mismatch': [2], 'ok': [0, 1]}
     """
     special = set(special_ids)

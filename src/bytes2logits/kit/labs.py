@@ -158,6 +158,21 @@ LABS: dict[str, Lab] = {
             ),
         ),
         Lab(
+            name="lab09_pitfalls",
+            title="Lab 09 — digits, fertility and a glitch-token audit",
+            chapter="course/09_pitfalls.ipynb",
+            module="bytes2logits.pitfalls",
+            imports=("import math", "import unicodedata", "from itertools import groupby",
+                     "from collections.abc import Callable, Collection, Iterable, Mapping, Sequence",
+                     "from typing import NamedTuple"),
+            given=("AUDIT_CLASSES", "Fertility"),
+            tasks=(
+                Task("digits", "A digit-splitting pre-tokenizer step", ("split_digits",), 3),
+                Task("fertility", "Fertility and fertility relative to English", ("fertility", "relative_fertility"), 3),
+                Task("audit", "A round-trip audit of a vocabulary", ("audit_vocab",), 4),
+            ),
+        ),
+        Lab(
             name="lab10_image_patches",
             title="Lab 10 — image patches as tokens",
             chapter="course/10_image_patches.ipynb",

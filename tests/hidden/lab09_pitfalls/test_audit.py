@@ -1,0 +1,145 @@
+"""Hidden suite, lab 09 task 3: audit_vocab, the round-trip audit of a vocabulary."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+CLASSES = ("special", "partial", "mismatch", "ok")
+
+# A small vocabulary whose classes are known by construction. The encoder below writes "ab" as id 2 and
+# every other character as its own id, so "ba" and "abc" never come back as their own ids.
+PIECES = [
+    b"a",              # 0 ok
+    b"b",              # 1 ok
+    b"ab",             # 2 ok
+    b"ba",             # 3 mismatch: encodes as [1, 0]
+    b"\xe6\x97",       # 4 partial: two thirds of 日
+    b"\xa5",           # 5 partial: a lone continuation byte
+    b"<s>",            # 6 special (even though its text would encode)
+    b"",               # 7 mismatch: the empty text encodes as []
+    b"abc",            # 8 mismatch: encodes as [2, 9]
+    b"c",              # 9 ok
+    b"\xff",           # 10 special, and also not UTF-8: special comes first
+    "é".encode(),      # 11 mismatch: the encoder has no id for é
+]
+KNOWN = {"special": [6, 10], "partial": [4, 5], "mismatch": [3, 7, 8, 11], "ok": [0, 1, 2, 9]}
+CHAR_IDS = {"a": 0, "b": 1, "c": 9}
+
+
+def toy_encode(text):
+    ids, i = [], 0
+    while i < len(text):
+        if text.startswith("ab", i):
+            ids.append(2)
+            i += 2
+        else:
+            ids.append(CHAR_IDS.get(text[i], 1000 + ord(text[i])))
+            i += 1
+    return ids
+
+
+def check_shape(result, n):
+    assert type(result) is dict, "audit_vocab returns a dict"
+    assert set(result) == set(CLASSES), "the four classes are the keys, even when a class is empty"
+    for name in CLASSES:
+        ids = result[name]
+        assert type(ids) is list and all(type(i) is int for i in ids), f"{name}: a list of plain ints"
+        assert ids == sorted(ids), f"{name}: ids ascending"
+    assert sorted(i for name in CLASSES for i in result[name]) == list(range(n)), "every id exactly once"
+
+
+def test_hand_built_vocabulary(impl):
+    """Each id of a small hand-built vocabulary lands in the class it was built for."""
+    result = impl.audit_vocab(PIECES, toy_encode, special_ids={6, 10})
+    check_shape(result, len(PIECES))
+    assert result == KNOWN
+
+
+def test_without_specials(impl):
+    """With no special ids, <s> is checked like any text and a lone 0xFF byte is partial."""
+    result = impl.audit_vocab(PIECES, toy_encode)
+    check_shape(result, len(PIECES))
+    assert result["special"] == []
+    assert result["partial"] == [4, 5, 10]
+    assert 6 in result["mismatch"]
+
+
+def test_encode_may_return_any_sequence(impl):
+    """encode may return a tuple or a NumPy array; only the ids matter."""
+    as_tuple = impl.audit_vocab(PIECES, lambda t: tuple(toy_encode(t)), [6, 10])
+    as_array = impl.audit_vocab(PIECES, lambda t: np.array(toy_encode(t), dtype=np.int64), [6, 10])
+    assert as_tuple == KNOWN and as_array == KNOWN
+
+
+def test_not_bytes_is_an_error(impl):
+    """A piece that is not bytes (here a str at id 1) is a TypeError whose message names the id."""
+    with pytest.raises(TypeError) as info:
+        impl.audit_vocab([b"a", "b"], toy_encode)
+    assert "1" in str(info.value)
+
+
+def test_specials_are_not_encoded(impl):
+    """Special ids are classified without ever being passed to encode."""
+    seen = []
+
+    def spy(text):
+        seen.append(text)
+        return toy_encode(text)
+
+    impl.audit_vocab([b"a", b"<|im_end|>"], spy, special_ids={1})
+    assert seen == ["a"]
+
+
+@given(st.lists(st.binary(max_size=4), max_size=24), st.sets(st.integers(0, 30), max_size=4), st.data())
+def test_random_vocabularies(impl, pieces, specials, data):
+    """On random byte pieces and a random lookup-table encoder, the classes follow the definitions exactly."""
+    table = {}
+    for p in pieces:
+        try:
+            text = p.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        table[text] = data.draw(st.lists(st.integers(0, len(pieces) + 2), max_size=2))
+
+    def encode(text):
+        return table[text]
+
+    result = impl.audit_vocab(pieces, encode, specials)
+    check_shape(result, len(pieces))
+    for i, p in enumerate(pieces):
+        if i in specials:
+            want = "special"
+        else:
+            try:
+                want = "ok" if table[p.decode("utf-8")] == [i] else "mismatch"
+            except UnicodeDecodeError:
+                want = "partial"
+        assert i in result[want]
+
+
+def test_smollm2_vocabulary(impl):
+    """On SmolLM2's 49 152 tokens: its control tokens are special, non-UTF-8 pieces partial, and ok means round trip."""
+    import random
+
+    from bytes2logits import assets
+    from bytes2logits.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_gguf(assets.path("smollm2"))
+    pieces = [tok.decode_bytes([i]) for i in range(tok.vocab_size)]
+    specials = [i for i in range(tok.vocab_size) if tok.is_special(i)]
+    result = impl.audit_vocab(pieces, tok.encode, specials)
+    check_shape(result, tok.vocab_size)
+    assert result["special"] == specials
+    not_utf8 = []
+    for i, p in enumerate(pieces):
+        try:
+            p.decode("utf-8")
+        except UnicodeDecodeError:
+            if i not in specials:
+                not_utf8.append(i)
+    assert result["partial"] == not_utf8
+    for i in random.Random(9).sample(result["ok"], 300):
+        assert tok.encode(pieces[i].decode("utf-8")) == [i]
+    for i in result["mismatch"]:
+        assert tok.encode(pieces[i].decode("utf-8")) != [i]

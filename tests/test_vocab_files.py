@@ -1,0 +1,186 @@
+"""GPT-2, cl100k and Qwen3 loaded from their published files give the same ids as the reference libraries.
+
+The oracles are tiktoken (GPT-2 and cl100k; installed by ``make bench``, not by the course) and Hugging Face
+``tokenizers`` (Qwen3's tokenizer.json; installed with the test extras). Each test skips with the reason
+when its oracle is missing. No network: tiktoken is pointed at the course's own copies of the files.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bytes2logits import assets, vocab_files
+from bytes2logits.errors import TokenizerError
+from bytes2logits.pitfalls import udhr_samples
+
+SEP = "\n__ggml_vocab_test__\n"
+
+
+def varied_texts() -> list[str]:
+    """A few hundred real texts: UDHR passages in 200 languages, Python source, numbers, whitespace edge cases."""
+    rng = random.Random(9)
+    samples = udhr_samples()
+    texts = [samples[c].text for c in rng.sample(sorted(samples), 200)]
+    import json as json_module
+    import textwrap as textwrap_module
+
+    for module in (json_module.decoder, textwrap_module, inspect):
+        source = inspect.getsource(module)
+        lines = source.splitlines(keepends=True)
+        for start in range(0, len(lines), 40):
+            texts.append("".join(lines[start:start + 40]))
+    texts += ["12345+67890=80235", "In 1999, 2000 and 2024 it cost $1,234.56 (or €1.234,56).", "3.14159265358979",
+              "0" * 30, "9" * 7 + " " + "1" * 11, "phone: +1 (555) 010-9999", "x = 1_000_000", "2²=4, ½, Ⅻ, ٣٤٥"]
+    texts += ["", " ", "  ", "\n", " \n ", "a \n ", "x\n\n\n", "\t\tindent\n\t\t\n", "trailing   ", "  \r\n  \r\n",
+              "don't I'LL we've 'S", "<|endoftext|> is text here", "👩\u200d💻 e\u0301 é ﬁ Å"]
+    llama_models = Path(assets.path("llama-cpp-models"))
+    raw = (llama_models / "ggml-vocab-gpt-2.gguf.inp").read_text(encoding="utf-8")
+    texts += raw.split(SEP)
+    return texts
+
+
+@pytest.fixture(scope="module")
+def texts():
+    return varied_texts()
+
+
+@pytest.fixture(scope="module")
+def tiktoken_encodings():
+    """tiktoken's gpt2 and cl100k_base encodings, built from the course's asset files (no download)."""
+    tiktoken = pytest.importorskip("tiktoken", reason="tiktoken is the oracle here; `make bench` installs it")
+    from tiktoken import load
+    from tiktoken_ext import openai_public
+
+    folder = Path(assets.path("gpt2-bpe"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(openai_public, "load_tiktoken_bpe",
+                   lambda url, expected_hash=None: load.load_tiktoken_bpe(str(assets.path("cl100k")), expected_hash))
+        mp.setattr(openai_public, "data_gym_to_mergeable_bpe_ranks",
+                   lambda vocab_bpe_file, encoder_json_file, vocab_bpe_hash=None, encoder_json_hash=None:
+                   load.data_gym_to_mergeable_bpe_ranks(str(folder / "vocab.bpe"), str(folder / "encoder.json"),
+                                                        vocab_bpe_hash, encoder_json_hash))
+        return {"gpt2": tiktoken.Encoding(**openai_public.gpt2()),
+                "cl100k": tiktoken.Encoding(**openai_public.cl100k_base())}
+
+
+@pytest.fixture(scope="module")
+def ours():
+    return {"gpt2": vocab_files.load_gpt2(), "cl100k": vocab_files.load_cl100k()}
+
+
+@pytest.mark.parametrize("name", ["gpt2", "cl100k"])
+def test_ids_match_tiktoken(name, texts, ours, tiktoken_encodings):
+    assert len(texts) > 300
+    theirs = tiktoken_encodings[name]
+    ok = 0
+    for text in texts:
+        assert ours[name].encode(text) == theirs.encode_ordinary(text), f"{name}: {text[:80]!r}"
+        ok += 1
+    assert ok == len(texts)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "cl100k"])
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(text=st.lists(st.sampled_from(list("ab Z1234567890 \n\t\r!?'sé日👩") + ["  ", "\n\n", "'ll", "\u00a0"]),
+                    max_size=20).map("".join))
+def test_ids_match_tiktoken_on_edge_cases(name, text, ours, tiktoken_encodings):
+    assert ours[name].encode(text) == tiktoken_encodings[name].encode_ordinary(text)
+
+
+def test_cl100k_merges_rebuild_every_token():
+    """Every multi-byte rank is reached by exactly one derived merge, in rank order, whose parts rank lower."""
+    ranks = vocab_files.read_tiktoken_ranks(assets.path("cl100k"))
+    assert len(ranks) == 100256
+    merges = vocab_files.merges_from_ranks(ranks)
+    assert len(merges) == len(ranks) - 256
+    made = [a + b for a, b in merges]
+    assert [ranks[t] for t in made] == sorted(ranks[t] for t in ranks if len(t) > 1)
+    assert all(ranks[a] < ranks[a + b] and ranks[b] < ranks[a + b] for a, b in merges)
+
+
+def test_merges_from_ranks_follows_the_encoder_not_the_cheapest_split():
+    """The merge is the encoder's last step, which can differ from the split with the lowest-ranked parts."""
+    ranks = {b"a": 0, b"b": 1, b"c": 2, b"bc": 3, b"ab": 4, b"abc": 5}
+    # The encoder on "abc" joins b+c first (rank 3 < 4), so "abc" is made as a + bc, never as ab + c.
+    assert vocab_files.merges_from_ranks(ranks) == [(b"b", b"c"), (b"a", b"b"), (b"a", b"bc")]
+    with pytest.raises(TokenizerError, match="not the result of one merge"):
+        vocab_files.merges_from_ranks({b"a": 0, b"b": 1, b"c": 2, b"abc": 3})
+
+
+def test_tiktoken_ranks_must_be_dense(tmp_path):
+    with pytest.raises(TokenizerError, match="0..n-1"):
+        vocab_files.tiktoken_metadata({bytes([b]): b for b in range(256)} | {b"ab": 300}, pre="llama3")
+    bad = tmp_path / "bad.tiktoken"
+    bad.write_text("IQ== 0\nnot base64 at all\n")
+    with pytest.raises(TokenizerError, match="line 2"):
+        vocab_files.read_tiktoken_ranks(bad)
+
+
+def test_gpt2_knows_solidgoldmagikarp():
+    gpt2 = vocab_files.load_gpt2()
+    assert gpt2.encode(" SolidGoldMagikarp") == [43453]
+    assert gpt2.is_special(50256) and gpt2.vocab_size == 50257
+
+
+@pytest.fixture(scope="module")
+def qwen3():
+    return vocab_files.load_qwen3()
+
+
+def test_qwen3_matches_hf_tokenizers(texts, qwen3):
+    hf = pytest.importorskip("tokenizers", reason="HF tokenizers is the oracle for tokenizer.json")
+    theirs = hf.Tokenizer.from_file(str(assets.path("qwen3-tokenizer")))
+    for text in texts:
+        # HF matches special-token text anywhere; the engine only where allowed (see Tokenizer.encode)
+        assert qwen3.encode(text, allowed_special="all") == theirs.encode(text, add_special_tokens=False).ids, text[:80]
+    assert qwen3.encode("<|im_end|>") != [qwen3.token_to_id("<|im_end|>")], "user text never becomes a control id"
+
+
+def test_qwen3_normalizes_to_nfc(qwen3):
+    assert qwen3.normalization == "NFC"
+    assert qwen3.encode("e\u0301") == qwen3.encode("é")
+    assert qwen3.pre == "qwen2" and qwen3.vocab_size == 151669
+    assert qwen3.token_type(qwen3.token_to_id("<think>")) == 4  # user-defined: matched in plain text
+    with pytest.raises(TokenizerError, match="literal_spans"):
+        qwen3.encode("hi", literal_spans=[(0, 1)])
+
+
+def test_tokenizer_json_refuses_what_it_cannot_do():
+    data = json.loads(Path(assets.path("qwen3-tokenizer")).read_text(encoding="utf-8"))
+    cases = [
+        (("model", "type"), "WordPiece", "model.type"),
+        (("model", "byte_fallback"), True, "model.byte_fallback"),
+        (("model", "dropout"), 0.1, "model.dropout"),
+        (("normalizer",), {"type": "Lowercase"}, "normalizer"),
+    ]
+    for path, value, field in cases:
+        broken = dict(data, model=dict(data["model"]))
+        target = broken
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        with pytest.raises(TokenizerError, match=field):
+            vocab_files.tokenizer_json_metadata(broken)
+    other = dict(data, pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": r"\w+"}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]})
+    with pytest.raises(TokenizerError, match="regex"):
+        vocab_files.tokenizer_json_metadata(other)
+
+
+def test_merges_may_be_strings_or_pairs():
+    """tokenizer.json writes merges as "a b" (older files) or ["a", "b"] (newer ones); both read the same."""
+    vocab = {"a": 0, "b": 1, "ab": 2}
+    old = {"model": {"type": "BPE", "vocab": vocab, "merges": ["a b"]}, "pre_tokenizer": {"type": "ByteLevel"}}
+    new = {"model": {"type": "BPE", "vocab": vocab, "merges": [["a", "b"]]}, "pre_tokenizer": {"type": "ByteLevel"}}
+    m1, n1 = vocab_files.tokenizer_json_metadata(old)
+    m2, n2 = vocab_files.tokenizer_json_metadata(new)
+    assert m1["tokenizer.ggml.merges"] == m2["tokenizer.ggml.merges"] == ["a b"]
+    assert m1["tokenizer.ggml.pre"] == "gpt-2" and n1 is None and n2 is None

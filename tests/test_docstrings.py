@@ -8,7 +8,7 @@ import inspect
 import pytest
 
 MODULES = ["gguf", "quants", "tokenizer", "pretokenizers", "chat", "model", "ggml_numerics", "generate", "granularity", "bpe",
-           "session", "cli", "errors", "basic", "specials", "patches"]
+           "session", "cli", "errors", "basic", "specials", "patches", "vocabsize"]
 
 
 def _public(module):

@@ -113,6 +113,14 @@ def test_choose_matches_first_principles(impl, curve, d, budget, tied):
         assert choose(impl, curve, d, budget, tied=tied) == expected
 
 
+def refused_everywhere(impl, curve, error):
+    """The three functions that take a curve all refuse it with the same kind of error."""
+    for call in (lambda: impl.choose_vocab_size(curve, D, math.inf, tied=True), lambda: impl.marginal_gains(curve),
+                 lambda: impl._check_curve(curve)):
+        with pytest.raises(error):
+            call()
+
+
 def test_malformed_curves_are_refused(impl):
     """Empty curves, repeated or decreasing sizes, sizes <= 0 and bad values are ValueErrors, in both functions."""
     bad = [
@@ -126,12 +134,7 @@ def test_malformed_curves_are_refused(impl):
         [(1024, -0.5)],
     ]
     for curve in bad:
-        with pytest.raises(ValueError):
-            impl.choose_vocab_size(curve, D, math.inf, tied=True)
-        with pytest.raises(ValueError):
-            impl.marginal_gains(curve)
-        with pytest.raises(ValueError):
-            impl._check_curve(curve)
+        refused_everywhere(impl, curve, ValueError)
 
 
 def test_mistyped_curves_are_refused(impl):
@@ -147,12 +150,7 @@ def test_mistyped_curves_are_refused(impl):
         [(1024, None)],
     ]
     for curve in bad:
-        with pytest.raises(TypeError):
-            impl.choose_vocab_size(curve, D, math.inf, tied=True)
-        with pytest.raises(TypeError):
-            impl.marginal_gains(curve)
-        with pytest.raises(TypeError):
-            impl._check_curve(curve)
+        refused_everywhere(impl, curve, TypeError)
 
 
 def test_check_curve_returns_clean_points(impl):

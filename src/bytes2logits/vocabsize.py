@@ -44,7 +44,7 @@ __all__ = [
 
 
 def _positive_int(value, name: str) -> int:
-    """Return ``value`` if it is an ``int`` greater than 0; a ``TypeError`` or ``ValueError`` naming ``name`` else.
+    """``value`` if it is an ``int`` > 0; else a ``TypeError`` or ``ValueError`` that names ``name``.
 
     ``True`` is an ``int`` to Python but never a size, so booleans are refused too.
     """
@@ -58,7 +58,7 @@ def _positive_int(value, name: str) -> int:
 def vocab_prefix(
     merges: Sequence[tuple[bytes, bytes]], vocab_size: int
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """The tokenizer of size ``vocab_size`` inside one training run: ``(vocab, first vocab_size - 256 merges)``.
+    """The tokenizer of size ``vocab_size`` inside one run: ``(vocab, first vocab_size - 256 merges)``.
 
     ``merges`` is the ordered merge list of a run trained to some size >= ``vocab_size``. Because training
     is greedy, its first ``k`` merges are exactly what a run asked for ``k`` merges would have learned, so
@@ -77,7 +77,8 @@ def vocab_prefix(
         raise TypeError(f"vocab_size must be an int, got {vocab_size!r} ({type(vocab_size).__name__})")
     largest = 256 + len(merges)
     if vocab_size < 256:
-        raise ValueError(f"a byte-level vocabulary holds at least the 256 single bytes; got vocab_size={vocab_size}")
+        raise ValueError("a byte-level vocabulary holds at least the 256 single bytes; "
+                         f"got vocab_size={vocab_size}")
     if vocab_size > largest:
         raise ValueError(f"only {len(merges)} merges were learned, so the largest vocabulary is {largest}; "
                          f"got vocab_size={vocab_size} (train to a larger size first)")
@@ -221,7 +222,8 @@ def _check_curve(curve) -> list[tuple[int, float]]:
         if not math.isfinite(value) or value < 0:
             raise ValueError(f"point {i}: the value must be finite and >= 0, got {value!r}")
         if points and size <= points[-1][0]:
-            raise ValueError(f"point {i}: sizes must increase strictly, but {size} comes after {points[-1][0]}")
+            raise ValueError(f"point {i}: sizes must increase strictly, "
+                             f"but {size} comes after {points[-1][0]}")
         points.append((size, float(value)))
     return points
 
@@ -244,7 +246,9 @@ def marginal_gains(curve: Sequence[tuple[int, float]], per: int = 1000) -> list[
     return [(v1, (c1 - c0) / (v1 - v0) * per) for (v0, c0), (v1, c1) in zip(points, points[1:])]
 
 
-def choose_vocab_size(curve: Sequence[tuple[int, float]], d_model: int, budget_params: float, *, tied: bool) -> int:
+def choose_vocab_size(
+    curve: Sequence[tuple[int, float]], d_model: int, budget_params: float, *, tied: bool
+) -> int:
     """The vocabulary size with the best compression whose embedding (and head) fits a parameter budget.
 
     A point ``(V, value)`` fits when ``embedding_params(V, d_model, tied=tied) <= budget_params`` (a cost
@@ -274,6 +278,6 @@ def choose_vocab_size(curve: Sequence[tuple[int, float]], d_model: int, budget_p
         smallest = points[0][0]
         cost = embedding_params(smallest, d_model, tied=tied)
         kind = "tied embedding" if tied else "embedding + untied head"
-        raise ValueError(f"no size fits the budget of {budget_params:,} parameters: the smallest, V={smallest}, "
-                         f"needs {cost:,} ({kind} at d_model={d_model})")
+        raise ValueError(f"no size fits the budget of {budget_params:,} parameters: "
+                         f"the smallest, V={smallest}, needs {cost:,} ({kind} at d_model={d_model})")
     return best[0]

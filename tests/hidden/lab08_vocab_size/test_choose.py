@@ -122,7 +122,7 @@ def refused_everywhere(impl, curve, error):
 
 
 def test_malformed_curves_are_refused(impl):
-    """Empty curves, repeated or decreasing sizes, sizes <= 0 and bad values are ValueErrors, in both functions."""
+    """Empty curves, repeated or decreasing sizes, sizes <= 0 and bad values are ValueErrors, in all three functions."""
     bad = [
         [],
         [(1024, 2.0), (1024, 2.1)],

@@ -80,7 +80,7 @@ def vocab_prefix(
         raise ValueError("a byte-level vocabulary holds at least the 256 single bytes; "
                          f"got vocab_size={vocab_size}")
     if vocab_size > largest:
-        raise ValueError(f"only {len(merges)} merges were learned, so the largest vocabulary is {largest}; "
+        raise ValueError(f"merges learned: {len(merges)}, so the largest vocabulary is {largest}; "
                          f"got vocab_size={vocab_size} (train to a larger size first)")
     prefix = []
     for rank, merge in enumerate(merges[: vocab_size - 256]):

@@ -1,68 +1,33 @@
 """Hidden suite, lab 08 task 1: vocab_prefix and compression_curve (the merge-prefix slice, chars and bytes)."""
 
 import random
-import re
+import runpy
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+# The independent oracles of the earlier suites, reused rather than copied: lab 04's slow encoder (per piece,
+# fuse the adjacent pair of lowest rank, leftmost first) and random merge lists, lab 03's Zipf corpus.
+_HIDDEN = Path(__file__).resolve().parents[1]
+lab03 = SimpleNamespace(**runpy.run_path(str(_HIDDEN / "lab03_bpe_training" / "test_train_bpe.py")))
+lab04 = SimpleNamespace(**runpy.run_path(str(_HIDDEN / "lab04_bpe_encode" / "test_bpe_tokenizer.py")))
+
 ABC = [(b"a", b"b"), (b"ab", b"c")]
 
 
 def slow_token_count(text, merges):
-    """An independent encoder: per piece, fuse the adjacent pair of lowest rank (leftmost first) until none is left."""
-    rank = {}
-    for r, pair in enumerate(merges):
-        rank.setdefault(pair, r)
-    total = 0
-    for piece in re.findall(r"\S+|\s+", text):
-        parts = [bytes([b]) for b in piece.encode("utf-8")]
-        while True:
-            found = [(rank[pair], i) for i, pair in enumerate(zip(parts, parts[1:])) if pair in rank]
-            if not found:
-                break
-            _, i = min(found)
-            parts[i : i + 2] = [parts[i] + parts[i + 1]]
-        total += len(parts)
-    return total
+    """How many tokens lab 04's slow encoder makes of ``text`` with ``merges``."""
+    return len(lab04.slow_encode(text, merges, lab04.make_vocab(merges)))
 
 
 def expected_curve(text, merges, sizes, unit="chars"):
     """The curve from first principles: the first V - 256 merges, slow-encoded."""
     length = len(text) if unit == "chars" else len(text.encode("utf-8"))
     return [(v, length / slow_token_count(text, merges[: v - 256])) for v in sizes]
-
-
-def random_merges(rng, n):
-    """Random merges over a small alphabet (with a two-byte character), each fusing two tokens that exist."""
-    tokens = [c.encode() for c in "abc "] + ["é".encode()[:1], "é".encode()[1:]]
-    merges = []
-    while len(merges) < n:
-        pair = (rng.choice(tokens), rng.choice(tokens))
-        if pair not in merges:
-            merges.append(pair)
-            tokens.append(pair[0] + pair[1])
-    return merges
-
-
-def corpus(n_chars, seed):
-    """Zipf-distributed words over a skewed alphabet with a few accented letters, ten words a line."""
-    rng = random.Random(seed)
-    letters = "etaoinshrdlucmfwypvbgkéü"
-    weights = [12, 9, 8, 7.5, 7, 6.7, 6.3, 6, 5.9, 4.3, 4, 2.8, 2.8, 2.4, 2.4, 2, 2, 1.9, 1.5, 1, 0.8, 0.5, 0.3, 0.3]
-    words = ["".join(rng.choices(letters, weights, k=rng.randint(1, 9))) for _ in range(3000)]
-    cum, total = [], 0.0
-    for r in range(len(words)):
-        total += 1 / (r + 1)
-        cum.append(total)
-    out, size = [], 0
-    while size < n_chars:
-        line = " ".join(rng.choices(words, cum_weights=cum, k=10)) + "\n"
-        out.append(line)
-        size += len(line)
-    return "".join(out)
 
 
 def checked(curve, sizes):
@@ -140,7 +105,7 @@ def test_bytes_per_token(impl):
 def test_random_merges_match_a_slow_encoder(impl, seed):
     """On random merge lists (rank order, not learning order, decides) every point matches a slow encoder."""
     rng = random.Random(seed)
-    merges = random_merges(rng, rng.randint(3, 25))
+    merges = lab04.random_merges(rng, rng.randint(3, 25))
     text = "".join(rng.choice(["a", "b", "c", "é", " ", "ab", "ca", "\n"]) for _ in range(rng.randint(20, 300)))
     text = text or "a"
     sizes = sorted(rng.sample(range(256, 257 + len(merges)), rng.randint(1, len(merges) + 1)))
@@ -153,10 +118,10 @@ def test_a_slice_equals_a_shorter_run(impl):
     """The curve point at V from a long run equals the compression of a run trained to V - 256 merges only."""
     from bytes2logits.bpe import train_bpe
 
-    text = corpus(20_000, seed=3)
+    text = lab03.corpus(20_000, seed=3)
     _, long_run = train_bpe(text, 120)
     _, short_run = train_bpe(text, 30)
-    held_out = corpus(5_000, seed=4)
+    held_out = lab03.corpus(5_000, seed=4)
     curve = checked(impl.compression_curve(held_out, long_run, [286, 376]), [286, 376])
     assert curve[0][1] == pytest.approx(len(held_out) / slow_token_count(held_out, short_run), rel=1e-12)
     assert curve[1][1] == pytest.approx(len(held_out) / slow_token_count(held_out, long_run), rel=1e-12)
@@ -197,7 +162,7 @@ def test_bad_arguments(impl):
 
 
 # Speed gate. Calibrated here (2 shared cores, 300 kB text, 6 sizes up to 1256): the reference takes about
-# 0.55 s, lab 04's BPETokenizer (cached, no NumPy batch) about 0.6 s, the uncached slow encoder above about
+# 0.55 s, lab 04's BPETokenizer (cached, no NumPy batch) about 0.6 s, lab 04's uncached slow encoder about
 # 3.5 s (7x). The gate only catches encoders that are not linear in the text (e.g. re-encoding growing
 # prefixes, or rebuilding a tokenizer per piece), which would run out the cell's time limit on real text.
 SPEED_FACTOR = 10
@@ -208,8 +173,8 @@ def test_speed(impl):
     from bytes2logits.bpe import train_bpe
     from bytes2logits.vocabsize import compression_curve as reference
 
-    _, merges = train_bpe(corpus(100_000, seed=5), 1000)
-    text = corpus(300_000, seed=6)
+    _, merges = train_bpe(lab03.corpus(100_000, seed=5), 1000)
+    text = lab03.corpus(300_000, seed=6)
     sizes = [256, 384, 512, 768, 1024, 1256]
     ref_times = []
     for _ in range(2):

@@ -8,7 +8,7 @@ import inspect
 import pytest
 
 MODULES = ["gguf", "quants", "tokenizer", "pretokenizers", "chat", "model", "ggml_numerics", "generate", "granularity", "bpe",
-           "session", "cli", "errors", "basic", "specials", "patches", "pitfalls", "vocab_files"]
+           "session", "cli", "errors", "basic", "specials", "patches", "pitfalls", "vocab_files", "vocabsize"]
 
 
 def _public(module):

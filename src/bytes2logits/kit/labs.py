@@ -158,6 +158,23 @@ LABS: dict[str, Lab] = {
             ),
         ),
         Lab(
+            name="lab08_vocab_size",
+            title="Lab 08 — vocabulary size: compression against parameters",
+            chapter="course/08_vocabulary_size.ipynb",
+            module="bytes2logits.vocabsize",
+            imports=("import math", "from collections.abc import Sequence",
+                     "from bytes2logits.bpe import FastBPETokenizer, build_vocab"),
+            given=("_positive_int",),
+            tasks=(
+                Task("curve", "One training run, every size: the compression curve",
+                     ("vocab_prefix", "compression_curve"), 4),
+                Task("cost", "What the vocabulary costs: parameters and KV cache",
+                     ("embedding_params", "embedding_fraction", "kv_cache_bytes_per_token"), 3),
+                Task("choose", "Diminishing returns, and choosing V for a budget",
+                     ("_check_curve", "marginal_gains", "choose_vocab_size"), 3),
+            ),
+        ),
+        Lab(
             name="lab09_pitfalls",
             title="Lab 09 — digits, fertility and a glitch-token audit",
             chapter="course/09_pitfalls.ipynb",

@@ -8,6 +8,7 @@ import inspect
 import pytest
 
 MODULES = ["gguf", "quants", "tokenizer", "pretokenizers", "chat", "model", "ggml_numerics", "generate", "granularity", "bpe",
+           "templates",
            "session", "cli", "errors", "basic"]
 
 

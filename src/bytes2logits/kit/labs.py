@@ -142,6 +142,24 @@ LABS: dict[str, Lab] = {
                 Task("codec", "ByteLevelCodec: validate, round trip, trusted specials", ("ByteLevelCodec",), 8),
             ),
         ),
+        Lab(
+            name="lab07_chat_templates",
+            title="Lab 07 — chat templates, byte for byte",
+            chapter="course/07_chat_templates.ipynb",
+            module="bytes2logits.templates",
+            imports=("import json", "import re", "import traceback",
+                     "from collections.abc import Mapping, Sequence", "from datetime import datetime",
+                     "from typing import Any", "import jinja2", "from jinja2.exceptions import SecurityError",
+                     "from jinja2.sandbox import ImmutableSandboxedEnvironment",
+                     "from bytes2logits.errors import TemplateError"),
+            given=("IM_START", "IM_END"),
+            tasks=(
+                Task("chatml", "ChatML, byte for byte", ("render_chatml",), 3),
+                Task("render_template", "A sandboxed renderer whose errors name the line",
+                     ("StrictSandbox", "make_environment", "compile_template", "template_line", "render_template"), 5),
+                Task("increment", "What a multi-turn chat appends, or a refusal", ("render_increment",), 2),
+            ),
+        ),
     ]
 }
 

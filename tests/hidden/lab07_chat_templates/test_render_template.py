@@ -13,7 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bytes2logits.errors import TemplateError
+from bytes2logits import errors
+
+TemplateError = errors.TemplateError  # what the set-up cell imports
 
 FIXTURES = json.loads((Path(__file__).parent / "template_fixtures.json").read_text(encoding="utf-8"))
 TEMPLATES = FIXTURES["templates"]

@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import jinja2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -51,14 +52,24 @@ def check_renders(impl, names, conversations=None):
                                  f"has {got[at:at + 30]!r}")
 
 
-def refusal(impl, source, messages=HI, **context):
-    """Render and return the TemplateError that must be raised."""
-    with pytest.raises(Exception) as info:
-        impl.render_template(source, messages, **context)
-    assert isinstance(info.value, TemplateError), (
+def refusal(impl, source, messages=HI, *, sandbox=False, **context):
+    """Render and return the message of the TemplateError that must be raised; with ``sandbox``, check that
+    it was raised from the sandbox's SecurityError."""
+    try:
+        got = impl.render_template(source, messages, **context)
+    except Exception as exc:  # noqa: BLE001 - checked below
+        error = exc
+    else:
+        raise AssertionError(f"rendered {str(got)[:60]!r} instead of raising a TemplateError")
+    assert isinstance(error, TemplateError), (
         f"expected a TemplateError (from bytes2logits.errors) naming the line, got "
-        f"{type(info.value).__name__}: {str(info.value)[:120]}")
-    return str(info.value)
+        f"{type(error).__name__}: {str(error)[:120]}")
+    if sandbox:
+        cause = error.__cause__
+        assert isinstance(cause, jinja2.exceptions.SecurityError), (
+            "the sandbox must refuse with SecurityError (override StrictSandbox.unsafe_undefined), and "
+            f"render_template must raise TemplateError from it; the cause was {type(cause).__name__}")
+    return str(error)
 
 
 def assert_names_line(message, line):
@@ -214,22 +225,23 @@ MODIFICATIONS = [
 
 def test_sandbox_escape_attempts_are_refused_loudly(impl):
     """Reaching Python internals (__class__, __mro__, __globals__, ...) raises TemplateError naming the line,
-    instead of rendering (or silently printing an empty string)."""
+    raised from the sandbox's SecurityError, instead of rendering (or silently printing an empty string)."""
     for expression in ESCAPES:
         try:
-            message = refusal(impl, "fine\n{{ " + expression + " }}")
-        except BaseException as exc:
+            message = refusal(impl, "fine\n{{ " + expression + " }}", sandbox=True)
+        except AssertionError as exc:
             raise AssertionError(f"{{{{ {expression} }}}}: {str(exc).splitlines()[0][:150]}") from None
         assert_names_line(message, 2)
 
 
 def test_templates_cannot_modify_the_messages(impl):
     """A template that tries to modify the messages (append, pop, update, clear) is refused with a TemplateError
-    naming the line, and the caller's messages are unchanged."""
+    naming the line (raised from the sandbox's SecurityError), and the caller's messages are unchanged."""
     for statement in MODIFICATIONS:
         messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
         before = copy.deepcopy(messages)
-        assert_names_line(refusal(impl, "a\nb\n" + statement, messages), 3)
+        message = refusal(impl, "a\nb\n" + statement, messages, sandbox=True)
+        assert_names_line(message, 3)
         assert messages == before, f"{statement} changed the messages"
 
 

@@ -8,7 +8,8 @@ import inspect
 import pytest
 
 MODULES = ["gguf", "quants", "tokenizer", "pretokenizers", "chat", "model", "ggml_numerics", "generate", "granularity", "bpe",
-           "session", "cli", "errors", "basic", "specials", "patches", "pitfalls", "vocab_files", "vocabsize"]
+           "session", "cli", "errors", "basic", "specials", "templates", "vocabsize", "pitfalls", "vocab_files",
+           "patches"]
 
 
 def _public(module):

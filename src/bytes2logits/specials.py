@@ -33,8 +33,9 @@ def find_specials(text: str, specials: Iterable[str]) -> list[tuple[int, int, st
 
     The scan moves left to right. At each position the first special token that *starts earliest* wins;
     when several start at the same position, the *longest* wins. After a match the scan continues at its
-    end, so matches never overlap. With specials ``["<|end|>", "<|endoftext|>"]`` the text
-    ``"a<|endoftext|>"`` gives one match, ``(1, 14, "<|endoftext|>")``, not ``<|end|>`` followed by text.
+    end, so matches never overlap. With specials ``["<|end", "<|endoftext|>"]`` (the first is a prefix of
+    the second) the text ``"a<|endoftext|>"`` gives one match, ``(1, 14, "<|endoftext|>")``, not ``<|end``
+    followed by the text ``oftext|>``.
 
     A regular expression does exactly this: the search tries positions from left to right, and at one
     position it tries the alternatives in the order they are written, so listing the specials longest first

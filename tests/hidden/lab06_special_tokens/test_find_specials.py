@@ -38,10 +38,12 @@ def test_finds_chatml_markers_in_order(impl):
 
 
 def test_longest_wins_at_the_same_start(impl):
-    """Two specials starting at the same place: the longer one wins (<|endoftext|> over <|end|>)."""
-    found = impl.find_specials("a<|endoftext|>b<|end|>", ["<|end|>", "<|endoftext|>"])
-    assert found == [(1, 14, "<|endoftext|>"), (15, 22, "<|end|>")]
+    """When one special is a prefix of another, the longer wins where both match (<|endoftext|> over <|end)."""
+    for specials in (["<|end", "<|endoftext|>"], ["<|endoftext|>", "<|end"]):
+        found = impl.find_specials("a<|endoftext|>b<|end|>", specials)
+        assert found == [(1, 14, "<|endoftext|>"), (15, 20, "<|end")]
     assert impl.find_specials("<ab>", ["<a", "<ab>", "<ab"]) == [(0, 4, "<ab>")]
+    assert impl.find_specials("<s>[INST]<s>", ["<s>", "<s>[INST]"]) == [(0, 9, "<s>[INST]"), (9, 12, "<s>")]
 
 
 def test_earliest_beats_longest(impl):

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-SPECIALS = ["<bos>", "<eos>", "<|im_start|>", "<|im_end|>", "<|endoftext|>"]
+# "<|end" is a prefix of "<|endoftext|>" on purpose: the longest-match rule must decide between them.
+SPECIALS = ["<bos>", "<eos>", "<|im_start|>", "<|im_end|>", "<|end", "<|endoftext|>"]
 CORPUS = ("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
           "<|im_start|>assistant\nThe capital of France is Paris.<|im_end|>\n<eos> ") * 8
 
@@ -73,10 +74,12 @@ def test_no_merge_crosses_a_special(impl):
 
 
 def test_earliest_longest_inside_encode(impl):
-    """encode uses the earliest-longest rule: '<|endoftext|>' is one special, not text."""
+    """encode uses the earliest-longest rule: '<|endoftext|>' is one special, not '<|end' plus text."""
     tok = make(impl)
     s = ids_of(tok)
     assert tok.encode("<|endoftext|>", allowed_special="all") == [s["<|endoftext|>"]]
+    assert tok.encode("<|end x", allowed_special="all") == [s["<|end"]] + tok.encode(" x")
+    assert tok.encode("<|endoftext|>", allowed_special={"<|end"}) == [s["<|end"]] + tok.encode("oftext|>")
     assert tok.encode("<|im_end|><|im_end|>", allowed_special="all") == [s["<|im_end|>"]] * 2
 
 

@@ -333,6 +333,22 @@ def test_sandbox_refuses_python_internals(expression):
         ChatTemplate("ok\n{% if " + expression + " %}yes{% endif %}{{ " + expression + " }}").render(HI)
 
 
+@pytest.mark.parametrize("source", ["{{ ''.__class__.__mro__ }}", "{{ ''.__class__['__mro__'] }}",
+                                    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+                                    "{% if messages.__class__ is defined %}x{% endif %}",
+                                    "{% if ''.__class__ is undefined %}x{% endif %}"])
+def test_sandbox_names_the_first_refused_access(source):
+    with pytest.raises(TemplateError, match=r"__class__") as info:
+        ChatTemplate(source).render(HI)
+    first_line = str(info.value).splitlines()[0]
+    assert "__class__" in first_line and "__mro__" not in first_line and "_Undefined" not in first_line
+
+
+def test_defined_still_works_for_ordinary_values():
+    t = ChatTemplate("{{ x is defined }} {{ nothing is defined }} {{ nothing is undefined }} {{ messages is defined }}")
+    assert t.render(HI, x=1) == "True False True True"
+
+
 # --------------------------------------------------------------------------------------------------
 # Rendering is bounded
 # --------------------------------------------------------------------------------------------------

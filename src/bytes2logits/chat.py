@@ -225,12 +225,20 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         return attr not in _REFUSED_ATTRIBUTES and super().is_safe_attribute(obj, attr, value)
 
     def getattr(self, obj: Any, attribute: str) -> Any:
+        # Going on from a refused value (``''.__class__.__mro__``) reports the first refusal, not the last.
+        if isinstance(obj, _Undefined) and obj._refused():
+            obj._fail_with_undefined_error()
         # Jinja refuses an internal attribute only when the object has it; refuse the *attempt* as well
         # (e.g. ``f.func_globals``, a Python 2 name), unless it is simply a key of a dict.
         if isinstance(attribute, str) and (attribute.startswith("__") or attribute in _REFUSED_ATTRIBUTES):
             if not (isinstance(obj, Mapping) and attribute in obj):
                 return self.unsafe_undefined(obj, attribute)
         return super().getattr(obj, attribute)
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        if isinstance(obj, _Undefined) and obj._refused():
+            obj._fail_with_undefined_error()
+        return super().getitem(obj, argument)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":
@@ -290,6 +298,13 @@ class _Namespace(jinja2.utils.Namespace):
         jinja2.utils.Namespace.__setitem__(self, name, value)
 
 
+def _not_refused(value: Any) -> bool:
+    """True, unless ``value`` is a refused access: then raise the sandbox's ``SecurityError``."""
+    if isinstance(value, _Undefined) and value._refused():
+        value._fail_with_undefined_error()
+    return True
+
+
 def _make_environment() -> _Sandbox:
     env = _Sandbox(
         trim_blocks=True,
@@ -297,6 +312,9 @@ def _make_environment() -> _Sandbox:
         extensions=[_GenerationBlock, jinja2.ext.loopcontrols],
         undefined=_Undefined,
     )
+    # ``x is defined`` on a value the sandbox refused is a refusal too, not a quiet ``False``.
+    env.tests["defined"] = lambda value: _not_refused(value) and not isinstance(value, jinja2.Undefined)
+    env.tests["undefined"] = lambda value: _not_refused(value) and isinstance(value, jinja2.Undefined)
     env.filters["tojson"] = _tojson
     env.filters[_LOOP_FILTER] = _bounded_loop
     env.globals["raise_exception"] = _raise_exception

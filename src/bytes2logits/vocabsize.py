@@ -166,7 +166,8 @@ def embedding_fraction(vocab_size: int, d_model: int, other_params: int, *, tied
     """The share of all parameters that the vocabulary costs: ``E / (E + other_params)``.
 
     ``E`` is :func:`embedding_params`; ``other_params`` is everything else (attention, feed-forward, norms),
-    an ``int`` >= 0. For a small model this share is large: the transformer body is small, the table is not.
+    an ``int`` >= 0. For a small model this share is large: each entry costs ``d`` parameters, so a narrow
+    model pays less per entry, but the transformer body shrinks faster, roughly like ``d**2 x layers``.
 
     >>> round(embedding_fraction(49152, 576, 106203456, tied=True), 4)
     0.2105

@@ -1,7 +1,8 @@
 """Images as tokens: patches, patch embeddings and the ``<image>`` placeholder (chapter 10, lab 10).
 
-A transformer reads a sequence of ``d_model``-wide vectors and does not care where they came from. To let
-a language model see, turn an image into such vectors, as the Vision Transformer (ViT) does:
+Past its embedding lookup, a language model never handles a token id again: every layer works on rows of
+``d_model`` numbers. This module makes such rows out of pixels, following the Vision Transformer (ViT),
+and gives them seats in a prompt:
 
 1. cut the image into a grid of ``patch``×``patch`` squares and flatten each one (:func:`patchify`;
    :func:`unpatchify` puts them back, exactly);
@@ -306,8 +307,9 @@ def expand_placeholders(ids, placeholder_id: int, counts) -> tuple[list[int], li
 
     A multimodal prompt is tokenized with one ``<image>`` id where each image goes. Before the model runs,
     every one of them is widened to as many copies as its image has patch vectors, so that the id list and
-    the sequence of vectors have the same length: positions, the attention mask and the KV cache all count
-    every patch. ``counts`` is one int (every image has that many patches) or a sequence of ints, one per
+    the sequence of vectors have the same length: the attention mask and the KV cache hold one entry per
+    patch, and so does the position counter of a model with 1-D positions (Qwen2-VL's M-RoPE instead
+    gives patches (row, column) positions). ``counts`` is one int (every image has that many patches) or a sequence of ints, one per
     placeholder in order of appearance (images of different sizes).
 
     Returns ``(expanded, slots)``: the new ids (a list of Python ints: the text ids in their order, each

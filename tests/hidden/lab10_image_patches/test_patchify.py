@@ -1,6 +1,7 @@
-"""Hidden suite, lab 10 task 1: patch_grid, pad_to_multiple and patchify."""
+"""Hidden suite, lab 10 task 1: patch_grid, pad_to_multiple and patchify (exact layout, copies, errors, speed)."""
 
 import runpy
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -94,6 +95,38 @@ def test_patchify_views_and_strided_inputs(impl):
     big = oracle.random_image(7, (20, 30, 3), np.float32)
     for image in (big[2:14, 3:27], big[::2, ::3], big.transpose(1, 0, 2), np.asfortranarray(big), big[:, :, 1]):
         oracle.same_array(impl.patchify(image, 2), oracle.slow_patches(image, 2))
+
+
+# Speed gate. Calibrated here (2 shared cores, a 1024x1024 RGB uint8 image at patch 4, 65,536 patches): the
+# reference's reshape, swap, copy takes ~2 ms, and so does cutting with sliding_window_view; a Python loop
+# over the patches takes ~0.25 s (about 100x), a loop over the pixels several seconds. A learner passes
+# below SPEED_FACTOR times the reference measured in the same run, or SPEED_FLOOR seconds if that is more
+# (so a very fast reference measurement cannot fail a vectorised answer).
+SPEED_FACTOR = 20
+SPEED_FLOOR = 0.05
+
+
+def test_patchify_has_no_python_loop(impl):
+    """patchify must be vectorised (reshapes, no loop over patches or pixels): at most 20x the reference's time
+    on a 1024x1024 RGB image cut into 65,536 patches of 4x4."""
+    from bytes2logits.patches import patchify as reference
+
+    image = oracle.random_image(1024, (1024, 1024, 3), np.uint8)
+    ref_times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        expected = reference(image, 4)
+        ref_times.append(time.perf_counter() - start)
+    budget = max(SPEED_FACTOR * min(ref_times), SPEED_FLOOR)
+    for _ in range(2):
+        start = time.perf_counter()
+        got = impl.patchify(image, 4)
+        elapsed = time.perf_counter() - start
+        if elapsed <= budget:
+            break
+    oracle.same_array(got, expected)
+    assert elapsed <= budget, (f"patchify took {elapsed * 1e3:.0f} ms, {elapsed / min(ref_times):.0f}x the "
+                               f"reference: replace the Python loop by reshape, swapaxes, copy, reshape")
 
 
 def test_patchify_returns_a_new_array(impl):

@@ -9,8 +9,9 @@ Three failures that users blame on "the model" start in the tokenizer:
 * **Fertility.** How many tokens a language needs per character depends on how much of it the tokenizer
   saw. :func:`fertility` measures one text; :func:`relative_fertility` compares languages to a reference;
   :func:`udhr_samples` and :func:`fertility_table` do it for hundreds of languages (cached).
-* **Glitch tokens.** A vocabulary entry the tokenizer can never produce from text is a token the model
-  barely trained. :func:`audit_vocab` finds every id that does not survive ``decode`` -> ``encode``.
+* **Glitch tokens.** A vocabulary entry the model rarely or never saw in training can make it misbehave.
+  :func:`audit_vocab` lists the ids whose own text does not encode back to them: candidates to examine,
+  some of which ``encode`` cannot produce from any text.
 """
 
 from __future__ import annotations
@@ -138,8 +139,9 @@ def audit_vocab(pieces: Sequence[bytes], encode: Callable[[str], Sequence[int]],
     * ``"special"`` — the id is in ``special_ids``: plain text never produces it, by design;
     * ``"partial"`` — its bytes are not valid UTF-8 on their own (a piece of a multi-byte character),
       so it has no text to re-encode;
-    * ``"mismatch"`` — it decodes to text, but ``encode(text) != [id]``: the tokenizer itself never
-      produces this id for its own text (a *glitch-token candidate*: a model rarely or never sees it);
+    * ``"mismatch"`` — it decodes to text, but ``encode(text) != [id]``: re-encoding the token's own text
+      does not give it back. A *glitch-token candidate*: when the normalizer changes that text, or the
+      pre-tokenizer always cuts it, ``encode`` cannot produce the id from any text at all;
     * ``"ok"`` — ``encode(text) == [id]``.
 
     Returns ``{class: ids}`` with all four classes as keys and each id, ascending, in exactly one list.

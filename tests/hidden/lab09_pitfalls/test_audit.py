@@ -143,3 +143,78 @@ def test_smollm2_vocabulary(impl):
         assert tok.encode(pieces[i].decode("utf-8")) == [i]
     for i in result["mismatch"]:
         assert tok.encode(pieces[i].decode("utf-8")) != [i]
+
+
+# Qwen3 ids whose own text does not encode back to them, for two reasons the test works out below:
+# NFC changes the text (a letter spelled with a combining mark, Greek oxia forms, CJK compatibility
+# ideographs), or Qwen3's pre-tokenizer cuts it (fullwidth digits, Arabic and Hebrew marks, Thai vowel
+# marks, a variation selector, a literal "<s>" that is not a control token in Qwen3).
+QWEN3_CANDIDATES = [132515, 146474, 150619, 147457, 149365, 151138,
+                    77150, 80091, 126012, 126940, 134071, 128090, 139305, 142999, 128245, 119349]
+
+
+def test_qwen3_vocabulary_has_mismatches(impl):
+    """Part of Qwen3's vocabulary: text that NFC changes or the pre-tokenizer cuts is mismatch, <think> is ok."""
+    import random
+    import unicodedata
+
+    from bytes2logits import vocab_files
+    from bytes2logits.pretokenizers import PRE_TOKENIZERS, split
+    from bytes2logits.tokenizer import TokenType
+
+    tok = vocab_files.load_qwen3()
+    assert tok.normalization == "NFC", "test premise: Qwen3 normalizes its input to NFC"
+    pattern = PRE_TOKENIZERS[tok.pre].compiled
+    rng = random.Random(9)
+    tail = range(tok.vocab_size - 40, tok.vocab_size)
+    specials = [i for i in tail if tok.is_special(i)]
+    # Added tokens such as "<think>" are not control tokens: encode matches them in plain text, before the
+    # pre-tokenizer could cut them, so they come back as themselves.
+    user_defined = [i for i in tail if tok.token_type(i) == TokenType.USER_DEFINED]
+    assert user_defined, "test premise: Qwen3 has added tokens such as <think>"
+    user_texts = [tok.decode_bytes([i]).decode("utf-8") for i in user_defined]
+    ids = sorted(set(QWEN3_CANDIDATES) | set(specials) | set(user_defined)
+                 | set(rng.sample(range(tok.vocab_size), 250)))
+    rng.shuffle(ids)
+
+    # Expected class of each id, from first principles rather than from any audit:
+    # * decode(encode(x)) == NFC(x), so if NFC(x) != x no id list that decodes to x, [id] included, can come out;
+    # * merges never cross a pre-token boundary and each piece costs >= 1 token, so a text the pre-tokenizer
+    #   cuts into 2+ pieces encodes to 2+ ids;
+    # * anything else (added tokens included) is ok exactly when encode(text) == [id] (the definition).
+    want, reasons = {}, {"nfc": 0, "cut": 0}
+    for i in ids:
+        piece = tok.decode_bytes([i])
+        if tok.is_special(i):
+            want[i] = "special"
+            continue
+        try:
+            text = piece.decode("utf-8")
+        except UnicodeDecodeError:
+            want[i] = "partial"
+            continue
+        if unicodedata.normalize("NFC", text) != text:
+            want[i], reasons["nfc"] = "mismatch", reasons["nfc"] + 1
+        elif not any(u in text for u in user_texts) and len(split(text, pattern)) > 1:
+            assert len(tok.encode(text)) > 1, f"test premise: {text!r} is cut, so it needs 2+ ids"
+            want[i], reasons["cut"] = "mismatch", reasons["cut"] + 1
+        else:
+            want[i] = "ok" if tok.encode(text) == [i] else "mismatch"
+    assert reasons["nfc"] >= 6 and reasons["cut"] >= 10, f"test premise: the candidates were chosen for this {reasons}"
+    assert {"special", "partial", "ok"} <= set(want.values())
+    assert all(want[i] == "ok" for i in user_defined), "test premise: added tokens encode as themselves"
+
+    # The audit sees a small vocabulary: position k stands for Qwen3 id ids[k].
+    position = {real: k for k, real in enumerate(ids)}
+    pieces = [tok.decode_bytes([i]) for i in ids]
+
+    def encode(text):
+        return [position.get(real, -1 - real) for real in tok.encode(text)]
+
+    result = impl.audit_vocab(pieces, encode, {position[i] for i in specials})
+    check_shape(result, len(ids))
+    for name in CLASSES:
+        got = {ids[k] for k in result[name]}
+        expected = {i for i in ids if want[i] == name}
+        assert got == expected, (f"{name}: wrongly included {sorted(got - expected)[:5]}, "
+                                 f"missing {sorted(expected - got)[:5]}")

@@ -18,9 +18,10 @@ Jinja template language: the GGUF key ``tokenizer.chat_template`` (``chat_templa
   model's own template the way Hugging Face ``transformers`` does (``apply_chat_template(...,
   tokenize=False)``), inside Jinja's sandbox, and turn every failure into an error that names the template
   line;
-* :func:`render_increment` gives the text a chat must append after a new user turn, and refuses when the
-  template rewrites earlier turns (Qwen3 drops old ``<think>`` blocks), because then the tokens already
-  evaluated are no longer a prefix of the new prompt.
+* :func:`render_increment` gives the text that turns the rendering of a conversation into the rendering of
+  a longer one, and refuses when the template rewrites earlier turns (Qwen3 drops old ``<think>`` blocks).
+  It is the first check before a chat reuses its KV cache, not the last: the cache holds what the model
+  evaluated, which is not a rendering of the history (the function's docstring says how they differ).
 
 How this differs from :mod:`bytes2logits.chat`, and why both exist
 ------------------------------------------------------------------
@@ -237,20 +238,36 @@ def render_template(template: str, messages: Sequence[Mapping[str, Any]], add_ge
 
 def render_increment(template: str, history: Sequence[Mapping[str, Any]],
                      new_messages: Sequence[Mapping[str, Any]], **context: Any) -> str:
-    """The text to append to an evaluated conversation so that it becomes ``history + new_messages``,
+    """The text that turns the rendering of ``history`` into the rendering of ``history + new_messages``,
     ready for the model's answer.
 
-    A chat keeps the tokens it has already evaluated (the KV cache) and only feeds the model what is new.
-    That is correct only if the rendering of ``history`` (without the generation prompt: it ends after the
-    last turn) is a *prefix* of the rendering of ``history + new_messages`` with the generation prompt; the
-    increment is what follows that prefix. An empty ``history`` renders as ``""``, so the increment is then
-    the whole prompt. ``context`` goes to :func:`render_template` for both renderings.
+    A chat keeps the tokens it has already evaluated (the KV cache) and would like to feed the model only
+    what is new. The first condition for that is about the template: the rendering of ``history`` (without
+    the generation prompt: it ends after the last turn) must be a *prefix* of the rendering of
+    ``history + new_messages`` with the generation prompt; the increment is what follows that prefix. An
+    empty ``history`` renders as ``""``, so the increment is then the whole prompt. ``context`` goes to
+    :func:`render_template` for both renderings.
 
     Some templates rewrite earlier turns when a new one arrives: Qwen3 keeps an assistant's ``<think>``
     block only after the last user message, and Mistral's puts the system message into the last user turn.
-    Then the cached text is not a prefix, and this raises :class:`~bytes2logits.errors.TemplateError` naming
-    the character offset where the two renderings first differ and showing both texts from there, instead
-    of returning a wrong increment. ``history`` and ``new_messages`` must be lists (``TypeError``).
+    Then the history's text is not a prefix, and this raises :class:`~bytes2logits.errors.TemplateError`
+    naming the character offset where the two renderings first differ and showing both texts from there,
+    instead of returning a wrong increment.
+
+    The check is necessary, not sufficient, because the cache does not hold a rendering of ``history``: it
+    holds the previous prompt *with* its generation prompt, then the answer's tokens as they were sampled.
+
+    * The stop token that ended the answer (``<|im_end|>``) was sampled but never fed back, and the
+      ``"\\n"`` ChatML writes after it was never seen: both must be fed before the increment.
+    * A template that rewrites every past turn alike passes the check while the cache disagrees with both
+      renderings: DeepSeek-R1's deletes the reasoning up to ``</think>`` from every assistant message, the
+      one just generated included, so the increment is clean yet the cache still holds the reasoning.
+    * A text prefix need not be a token prefix: the ids sampled for an answer need not be the ids its text
+      tokenizes to, and BPE can merge characters across the point where two texts are joined.
+
+    So an engine compares token ids with the ids in its cache and rewinds to the first difference, as
+    :class:`bytes2logits.session.ChatSession` does. ``history`` and ``new_messages`` must be lists
+    (``TypeError``).
     """
     for name, value in (("history", history), ("new_messages", new_messages)):
         if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):

@@ -32,9 +32,10 @@ def describe(case):
 
 
 def test_increments_on_real_templates(impl):
-    """Where a real template only appends (ChatML, SmolLM2, Qwen2.5, Llama-3.1, Gemma-2, Mistral-Nemo,
-    DeepSeek-R1, SmolLM3), the increment is exactly the text transformers' renderings differ by, even with an
-    empty history (the whole prompt) or several new messages."""
+    """Where a real template's rendering of the history is a prefix of the longer conversation's (ChatML,
+    SmolLM2, Qwen2.5, Llama-3.1, Gemma-2, Mistral-Nemo, DeepSeek-R1, SmolLM3), the increment is exactly the
+    text transformers' renderings differ by, even with an empty history (the whole prompt) or several new
+    messages."""
     cases = [c for c in FIXTURES["increments"] if "expected" in c]
     assert len(cases) > 40
     for case in cases:

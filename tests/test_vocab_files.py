@@ -54,7 +54,7 @@ def texts():
 @pytest.fixture(scope="module")
 def tiktoken_encodings():
     """tiktoken's gpt2 and cl100k_base encodings, built from the course's asset files (no download)."""
-    tiktoken = pytest.importorskip("tiktoken", reason="tiktoken is the oracle here; `make bench` installs it")
+    tiktoken = pytest.importorskip("tiktoken", reason="tiktoken is the oracle here; it comes with the test extras (pip install -e .[test])")
     from tiktoken import load
     from tiktoken_ext import openai_public
 

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..bpe import count_pieces, token_to_printable
-from .widgets import PALETTE
+from .widgets import token_boxes_html
 
 __all__ = ["Step", "bpe_trace", "step_html", "merge_stepper", "encode_steps"]
 
@@ -89,9 +89,6 @@ def bpe_trace(text: str, num_merges: int) -> list[Step]:
     return steps
 
 
-_PALETTE = PALETTE
-
-
 def _show(b: bytes) -> str:
     return html.escape(token_to_printable(b))
 
@@ -117,9 +114,7 @@ def step_html(step: Step, top: int = 8, max_words: int = 12) -> str:
     words = sorted(step.words, key=lambda p: (-step.frequency[p], p))[:max_words]
     seg = []
     for piece in words:
-        toks = "".join(f"<span style='background:{_PALETTE[k % len(_PALETTE)]};padding:1px 2px;"
-                       f"margin-right:1px;border-radius:3px'><code>{_show(t)}</code></span>"
-                       for k, t in enumerate(step.words[piece]))
+        toks = token_boxes_html([token_to_printable(t) for t in step.words[piece]])
         seg.append(f"<div>{toks} &times;{step.frequency[piece]}</div>")
     vocab = ", ".join(f"<code>{_show(a + b)}</code>" for a, b in step.merges) or "(only the 256 bytes)"
     return (f"<div>{title}</div><div style='display:flex;gap:24px;align-items:flex-start'>"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import unicodedata
 
-__all__ = ["utf8_rows", "utf8_table_html", "utf8_explorer", "stream_rows", "PALETTE", "token_strip_html"]
+__all__ = ["utf8_rows", "utf8_table_html", "utf8_explorer", "stream_rows", "PALETTE", "token_boxes_html", "token_strip_html"]
 
 #: Light background colours for consecutive tokens (they alternate so that token borders show).
 PALETTE = ["#dbeafe", "#dcfce7", "#fef9c3", "#fce7f3", "#ede9fe", "#ffedd5", "#cffafe", "#e5e7eb"]
@@ -81,12 +81,12 @@ def stream_rows(tokenizer, ids, decoder_cls) -> list[dict]:
     return rows
 
 
-def token_strip_html(pieces, special=(), title: str = "") -> str:
-    """One line of tokens as coloured boxes: ``pieces`` are the tokens' texts, in order.
+def token_boxes_html(pieces, special=()) -> str:
+    """Tokens as coloured inline boxes (no wrapper): ``pieces`` are the tokens' texts, in order.
 
     Positions listed in ``special`` are drawn dark with white text (control tokens); the others alternate
     light colours so that every token border is visible. Whitespace is made visible (``␣`` for a space,
-    ``↵`` for a newline, ``→`` for a tab) and everything is HTML-escaped. ``title`` goes before the strip.
+    ``↵`` for a newline, ``→`` for a tab) and everything is HTML-escaped.
     """
     special = set(special)
     visible = str.maketrans({" ": "\u2423", "\n": "\u21b5", "\t": "\u2192"})
@@ -97,5 +97,10 @@ def token_strip_html(pieces, special=(), title: str = "") -> str:
                  else f"background:{PALETTE[k % len(PALETTE)]}")
         boxes.append(f"<span style='{style};padding:1px 3px;margin:1px;border-radius:3px;display:inline-block'>"
                      f"<code style='color:inherit;background:none'>{text}</code></span>")
+    return "".join(boxes)
+
+
+def token_strip_html(pieces, special=(), title: str = "") -> str:
+    """One line of :func:`token_boxes_html`, with ``title`` (escaped) above it."""
     head = f"<div style='margin-bottom:2px'>{html.escape(title)}</div>" if title else ""
-    return f"<div style='line-height:1.9'>{head}{''.join(boxes)}</div>"
+    return f"<div style='line-height:1.9'>{head}{token_boxes_html(pieces, special)}</div>"

@@ -9,12 +9,10 @@ from hypothesis import strategies as st
 
 
 def make_vocab(merges, specials=()):
-    """Specials first, then the 256 bytes, then each new merged token once."""
-    tokens = [s.encode() for s in specials] + [bytes([b]) for b in range(256)]
-    for left, right in merges:
-        if left + right not in tokens:
-            tokens.append(left + right)
-    return dict(enumerate(tokens))
+    """Specials first, then the 256 bytes, then each new merged token once (the package's build_vocab)."""
+    from bytes2logits import bpe
+
+    return bpe.build_vocab(merges, specials)
 
 
 def slow_encode(text, merges, vocab):

@@ -226,8 +226,7 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         # Going on from a refused value (``''.__class__.__mro__``) reports the first refusal, not the last.
-        if isinstance(obj, _Undefined) and obj._refused():
-            obj._fail_with_undefined_error()
+        _not_refused(obj)
         # Jinja refuses an internal attribute only when the object has it; refuse the *attempt* as well
         # (e.g. ``f.func_globals``, a Python 2 name), unless it is simply a key of a dict.
         if isinstance(attribute, str) and (attribute.startswith("__") or attribute in _REFUSED_ATTRIBUTES):
@@ -236,8 +235,7 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         return super().getattr(obj, attribute)
 
     def getitem(self, obj: Any, argument: Any) -> Any:
-        if isinstance(obj, _Undefined) and obj._refused():
-            obj._fail_with_undefined_error()
+        _not_refused(obj)
         return super().getitem(obj, argument)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:

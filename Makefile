@@ -32,7 +32,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=$(call cpu_has,avx) -DGGML_AVX2
   -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 BENCH_STAMP := $(VENV)/.bytes2logits-bench-installed
 
-.PHONY: setup assets lab test labs check grade bench chat clean help
+.PHONY: setup sandbox assets lab test labs check grade bench chat clean help
 
 help:
 	@echo "make lab     set up (if needed) and start JupyterLab at the repo root"
@@ -43,7 +43,21 @@ help:
 	@echo "make chat    chat with SmolLM2-135M-Instruct in the terminal (CHAT_ARGS=\"-p 'Hi' --greedy\")"
 	@echo "make bench   speed ratios against llama.cpp and gguf-py (installs llama-cpp-python once)"
 
-setup: $(STAMP)
+setup: $(STAMP) sandbox
+
+# Grading runs submissions in a bubblewrap sandbox (docs/instructor-guide.md). Install it where we can (root
+# with apt, as on CI); elsewhere say loudly that grading will run with reduced isolation.
+sandbox:
+	@if ! command -v bwrap >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "Installing bubblewrap (the grading sandbox) with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	  else \
+	    echo "WARNING: bubblewrap (bwrap) is not installed, and this user cannot install it here."; \
+	    echo "WARNING: grading (make check, make grade) will run submissions with REDUCED ISOLATION."; \
+	    echo "WARNING: install it with your package manager (Debian/Ubuntu: sudo apt-get install bubblewrap)."; \
+	  fi; \
+	fi
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -8,11 +8,11 @@ import os
 from pathlib import Path
 
 from bytes2logits.kit.labs import hidden_root
-from bytes2logits.kit.nbexec import RobustExecute
+from bytes2logits.kit.nbgrade import SandboxedExecute, SaveTrustedGrades, TrustedGrading
 from bytes2logits.kit.settings import EXECUTE_TIMEOUT, IGNORE_STDERR_PATTERN, IGNORED_FILES, IOPUB_TIMEOUT
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades,
-                                    IgnorePattern, LimitOutput, SaveAutoGrades)
+                                    IgnorePattern, LimitOutput)
 
 ROOT = Path(__file__).resolve().parent
 
@@ -38,13 +38,18 @@ c.IgnorePattern.pattern = IGNORE_STDERR_PATTERN
 c.IgnorePattern.enabled = True
 c.ClearSolutions.enforce_metadata = True
 
-# nbgrader's own list, with Execute replaced by one that survives a dead or unresponsive kernel.
+# nbgrader's own list, with three changes (docs/instructor-guide.md, "What a submission can do"):
+# - the kernel runs in the sandbox and survives a dead or unresponsive kernel (its outputs are feedback only);
+# - TrustedGrading scores the notebook in a separate grader process, the submission's code in a worker
+#   sandbox of its own, and writes the feedback lines into the autograder cells;
+# - SaveTrustedGrades takes each autograder cell's score from that grader, never from a kernel's output.
 c.Autograde.autograde_preprocessors = [
-    RobustExecute,
+    SandboxedExecute,
+    TrustedGrading,
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,
-    SaveAutoGrades,
+    SaveTrustedGrades,
     AssignLatePenalties,
     CheckCellMetadata,
 ]

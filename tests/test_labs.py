@@ -128,7 +128,7 @@ def test_check_grades_a_learners_partial_copy(tmp_path):
     nb = nbformat.read(lab.release_notebook(), as_version=4)
     for c in nb.cells:
         if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_byte_tokenizer":
-            c.source = answer
+            c.source = "# my own version\nchecked = True\n\n" + answer  # not a verbatim copy of the reference
     copy = tmp_path / "lab01_tokenizers.ipynb"
     nbformat.write(nb, copy)
     before = copy.read_bytes()
@@ -136,4 +136,27 @@ def test_check_grades_a_learners_partial_copy(tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 1
     assert "score: 3/10" in r.stdout
+    assert "flagged" not in r.stdout
     assert copy.read_bytes() == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer, reason", [
+    ("from bytes2logits.basic import ByteTokenizer", "imports `ByteTokenizer` from the course's reference"),
+    (None, "the answer is the course's reference code, copied"),
+])
+def test_check_flags_the_reference_as_an_answer(tmp_path, answer, reason):
+    """Importing the task's reference, or copying it verbatim, earns 0 and says why (local = class marks)."""
+    lab = LABS["lab01_tokenizers"]
+    sol = nbformat.read(lab.source_notebook(), as_version=4)
+    reference = next(c.source for c in sol.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_byte_tokenizer")
+    nb = nbformat.read(lab.release_notebook(), as_version=4)
+    for c in nb.cells:
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_byte_tokenizer":
+            c.source = answer or reference
+    copy = tmp_path / "lab01_tokenizers.ipynb"
+    nbformat.write(nb, copy)
+    r = subprocess.run([sys.executable, "-m", "bytes2logits", "check", str(copy)], cwd=tmp_path, env=tool_env(),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1
+    assert "score: 0/10" in r.stdout and "flagged for manual grading" in r.stdout and reason in r.stdout

@@ -1,9 +1,12 @@
-"""The one fixture every hidden suite uses: ``impl``, the implementation under test.
+"""The fixtures every hidden suite uses: ``impl``, the implementation under test, and ``reference``.
 
-It is the package reference, a notebook file (``--impl PATH``) or, inside a kernel during grading, the
-learner's live namespace (see ``bytes2logits.kit.grading``). Tests reach the learner's names as
-``impl.ByteTokenizer`` and write a docstring that says in words what is expected: that line is the
-feedback a learner sees when the test fails.
+``impl`` is the package reference, a notebook (``--impl PATH``, ``check``, ``make grade``: its code runs
+in a sandboxed worker and ``impl.X`` is a proxy) or, in a learner's own kernel, their live namespace (see
+``bytes2logits.kit.grading``). Tests reach the learner's names as ``impl.ByteTokenizer`` and write a
+docstring that says in words what is expected: that line is the feedback a learner sees when it fails.
+
+``reference`` is the package reference reached the same way as ``impl``; speed and memory gates time
+both with ``bytes2logits.kit.remote.timed`` and ``peak_memory`` and compare the two.
 """
 
 import pytest
@@ -22,3 +25,24 @@ def impl(request):
     from bytes2logits.kit.grading import implementation_for
 
     return implementation_for(request.config, request.path.parent.name)
+
+
+@pytest.fixture
+def reference(request):
+    from bytes2logits.kit.grading import reference_for
+
+    return reference_for(request.config, request.path.parent.name)
+
+
+@pytest.fixture
+def tmp_path(request, tmp_path_factory):
+    """A fresh folder the implementation under test can read and write (in a worker: inside its scratch)."""
+    import tempfile
+    from pathlib import Path
+
+    from bytes2logits.kit.grading import implementation_for
+
+    scratch = getattr(implementation_for(request.config, request.path.parent.name), "scratch", None)
+    if scratch is not None:
+        return Path(tempfile.mkdtemp(prefix="t-", dir=scratch))
+    return tmp_path_factory.mktemp(request.node.name[:30])

@@ -5,11 +5,14 @@ With the learners' work collected under ``submitted/<student>/<lab>/`` (``nbgrad
 
 1. ``nbgrader generate_assignment`` — records each lab's test cells in the gradebook (into a scratch
    release folder, so the committed ``labs/`` is never rewritten);
-2. ``nbgrader autograde`` — runs every submission with the hidden suites (one process for all);
+2. ``nbgrader autograde`` — runs every submission (one process for all): the kernel in a sandbox for the
+   feedback outputs, and the score from the trusted grader (see :mod:`bytes2logits.kit.nbgrade`);
 3. ``nbgrader generate_feedback`` — HTML feedback per submission, without hidden blocks;
 4. ``nbgrader export`` — ``grades.csv``;
 
-then checks that no feedback file contains hidden-test code, and prints one line per submission.
+then checks that no feedback file contains hidden-test code (a page that does is withheld), and prints
+one status line per submission. One broken or hostile submission never stops the others: the run goes
+on and exits 0, and the status line says what happened to it.
 """
 
 from __future__ import annotations
@@ -56,7 +59,19 @@ def leaked_hidden_code(feedback_dir: Path) -> list[str]:
 
 
 def grade_class(root: Path, labs: list[str] | None = None, timeout: int | None = None) -> int:
-    """Run the cycle on the course in ``root``; return 0 when every step succeeded."""
+    """Run the cycle on the course in ``root``; return 0 once every submission has a status line.
+
+    Only a course that cannot be graded at all (no submissions, a lab that cannot be generated) is an
+    error; a submission that breaks its own grading is reported in its status line.
+    """
+    from . import sandbox
+
+    try:
+        print(f"submissions run in a {sandbox.describe()}", flush=True)
+    except sandbox.SandboxError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    sandbox.warn_if_reduced()
     root = root.resolve()
     submitted = root / "submitted"
     if not submitted.is_dir():
@@ -72,31 +87,49 @@ def grade_class(root: Path, labs: list[str] | None = None, timeout: int | None =
     for lab in wanted:
         if _nbgrader(root, "generate_assignment", lab, "--force", *scratch).returncode:
             return 1
+    problems: dict[tuple[str, str], str] = {}
     for lab in wanted:
+        # autograde exits 1 when one submission could not be graded; the others are graded all the same.
         if _nbgrader(root, "autograde", lab, "--force", extra=extra).returncode:
-            return 1
+            print(f"note: nbgrader autograde reported a failed submission in {lab} (see the status lines)")
         if _nbgrader(root, "generate_feedback", lab, "--force").returncode:
-            return 1
+            print(f"note: nbgrader generate_feedback reported a failure in {lab}")
     if _nbgrader(root, "export", "--to", str(root / "grades.csv")).returncode:
-        return 1
-    leaks = leaked_hidden_code(root / "feedback")
-    if leaks:
-        print("error: feedback contains hidden-test code:\n  " + "\n  ".join(leaks), file=sys.stderr)
-        return 1
-    _print_scores(root, wanted)
+        print("note: nbgrader export failed; grades.csv may be missing or stale", file=sys.stderr)
+    for leak in leaked_hidden_code(root / "feedback"):
+        page = Path(leak.split(": ", 1)[0])
+        page.write_text("<html><body><p>This feedback page was withheld: it quoted a hidden test suite. "
+                        "Ask your instructor.</p></body></html>", encoding="utf-8")
+        rel = page.relative_to(root / "feedback").parts
+        problems[(rel[1], rel[0])] = "feedback withheld (it quoted a hidden suite)"
+        print(f"warning: {leak}: feedback withheld", file=sys.stderr)
+    _print_scores(root, wanted, problems)
     return 0
 
 
-def _print_scores(root: Path, labs: list[str]) -> None:
-    from nbgrader.api import Gradebook
+def _print_scores(root: Path, labs: list[str], problems: dict | None = None) -> None:
+    """One status line per submission folder: graded (score, flags) or not graded."""
+    from nbgrader.api import Gradebook, MissingEntry
 
+    problems = problems or {}
     db = "sqlite:///" + str(root / "gradebook.db")
     with Gradebook(db) as gb:
         for lab in labs:
             print(f"\n{lab}")
-            for sub in sorted(gb.assignment_submissions(lab), key=lambda s: s.student.id):
-                flag = "  (needs manual grading)" if sub.needs_manual_grade else ""
-                print(f"  {sub.student.id:<24} {sub.score:g}/{sub.max_score:g}{flag}")
+            students = sorted(p.parent.parent.name for p in (root / "submitted").glob(f"*/{lab}/*.ipynb"))
+            for sid in students:
+                try:
+                    sub = gb.find_submission(lab, sid)
+                except MissingEntry:
+                    print(f"  {sid:<24} NOT GRADED (nbgrader could not process this submission)")
+                    continue
+                notes = []
+                if sub.needs_manual_grade:
+                    notes.append("needs manual grading")
+                if (lab, sid) in problems:
+                    notes.append(problems[(lab, sid)])
+                status = "graded" + (f" ({'; '.join(notes)})" if notes else "")
+                print(f"  {sid:<24} {sub.score:g}/{sub.max_score:g}  {status}")
     print(f"\ngrades: {root / 'grades.csv'}   feedback: {root / 'feedback'}")
 
 

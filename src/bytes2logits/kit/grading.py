@@ -1,15 +1,21 @@
-"""The grading bridge: run a lab task's hidden pytest suite against a learner's code.
+"""The grading bridge: run a lab task's hidden pytest suite against an implementation.
 
 The same hidden suite (``tests/hidden/<lab>/test_<task>.py``) runs against three implementations, chosen
 by the ``impl`` fixture of ``tests/hidden/conftest.py`` through :func:`implementation_for`:
 
-* the package reference (plain ``pytest tests/hidden``: the suites must pass on it);
-* a notebook file (``pytest tests/hidden/<lab> --impl PATH.ipynb``: its code cells are executed in-process);
-* the live kernel namespace (the hidden block of an autograder cell calls :func:`run_hidden_tests`).
+* the package reference (plain ``pytest tests/hidden``: the suites must pass on it), in-process;
+* a notebook, through the trusted path: its code runs in a sandboxed worker and the suite reaches it
+  through proxies (``pytest tests/hidden/<lab> --impl PATH.ipynb``, ``python -m bytes2logits check`` and
+  ``make grade``, see :mod:`bytes2logits.kit.trusted`). **Only this path produces a grade.**
+* the live kernel namespace, in-process: the hidden block of an autograder cell calls
+  :func:`run_hidden_tests` while a learner works in their own JupyterLab. It is feedback, not a grade: the
+  learner's code shares that process and could rewrite anything in it.
 
-In a kernel the learner sees one line per failed check: the test's name and a teaching message that says
-in words what was expected. Test code, tracebacks and expected values are never shown. The cell's value
-is ``points × passed / total`` (nbgrader reads it as partial credit).
+The ``reference`` fixture is the package reference reached the same way as ``impl`` (in a worker of its
+own when ``impl`` is in one), so speed and memory gates compare like with like.
+
+A learner sees one line per failed check: the test's name and a teaching message that says in words what
+was expected. Test code, tracebacks and expected values are never shown.
 """
 
 from __future__ import annotations
@@ -24,10 +30,11 @@ from pathlib import Path
 
 from .labs import LABS, find_lab, hidden_root
 
-__all__ = ["Implementation", "MissingName", "TestOutcome", "implementation_for", "load_notebook_namespace",
-           "run_hidden_tests", "run_suite"]
+__all__ = ["Implementation", "MissingName", "TestOutcome", "failure_lines", "implementation_for",
+           "reference_for", "run_hidden_tests", "run_suite", "run_with"]
 
-_ACTIVE: "Implementation | None" = None  # set while run_hidden_tests runs inside a kernel
+_ACTIVE = None  # the implementation under test while run_with / run_hidden_tests runs a suite
+_ACTIVE_REFERENCE = None  # a callable giving the matching reference implementation
 
 
 class MissingName(AssertionError, AttributeError):
@@ -54,44 +61,7 @@ class Implementation:
         return f"<implementation from {self._origin}>"
 
 
-def load_notebook_namespace(path: str | os.PathLike) -> dict:
-    """Execute a lab notebook's code cells (not its autograder cells) in a fresh namespace.
-
-    Each cell runs with the notebook's folder as working directory and its output swallowed; a cell that
-    raises (a stub's ``NotImplementedError``, a demo of unfinished code) is skipped and the rest go on,
-    as in a notebook whose cells are run one by one.
-    """
-    import nbformat
-
-    path = Path(path).resolve()
-    nb = nbformat.read(path, as_version=4)
-    try:
-        from IPython.core.inputtransformer2 import TransformerManager
-
-        transform = TransformerManager().transform_cell
-    except ImportError:  # pragma: no cover - IPython ships with the course extras
-        def transform(src):
-            return src
-    ns: dict = {"__name__": "__main__"}
-    old_cwd = os.getcwd()
-    os.chdir(path.parent)
-    try:
-        for index, cell in enumerate(nb.cells):
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            if cell.cell_type != "code" or meta.get("grade"):
-                continue
-            try:
-                code = compile(transform(cell.source), f"{path.name}[cell {index}]", "exec")
-                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                    exec(code, ns)
-            except Exception:  # noqa: BLE001 - a learner's broken cell must not stop the others
-                continue
-    finally:
-        os.chdir(old_cwd)
-    return ns
-
-
-def implementation_for(config, lab_name: str) -> Implementation:
+def implementation_for(config, lab_name: str):
     """The implementation a hidden test runs against (see the module docstring)."""
     if _ACTIVE is not None:
         return _ACTIVE
@@ -99,9 +69,47 @@ def implementation_for(config, lab_name: str) -> Implementation:
     lab = LABS[lab_name]
     if choice == "reference":
         return Implementation(lab.reference_namespace(), f"the reference module {lab.module}")
-    key = (str(Path(choice).resolve()), Path(choice).stat().st_mtime_ns)
+    return _notebook_session(choice, lab)[0]
+
+
+def reference_for(config, lab_name: str):
+    """The reference, reached the way the implementation under test is (for speed and memory gates)."""
+    if _ACTIVE_REFERENCE is not None:
+        return _ACTIVE_REFERENCE()
+    choice = getattr(config.option, "b2l_impl", None) or "reference"
+    lab = LABS[lab_name]
+    if choice == "reference":
+        return Implementation(lab.reference_namespace(), f"the reference module {lab.module}")
+    return _notebook_session(choice, lab)[1]()
+
+
+def _notebook_session(path, lab):
+    """A sandboxed worker holding the notebook at ``path`` (one per notebook and pytest run)."""
+    import atexit
+
+    import nbformat
+
+    from .remote import RemoteImplementation, Submission
+    from .trusted import _cells, instructor_cells
+
+    key = (str(Path(path).resolve()), Path(path).stat().st_mtime_ns)
     if key not in _NOTEBOOK_CACHE:
-        _NOTEBOOK_CACHE[key] = Implementation(load_notebook_namespace(choice), f"notebook {Path(choice).name}")
+        nb = nbformat.read(path, as_version=4)
+        instructor_cells(nb, nbformat.read(lab.source_notebook(), as_version=4))
+        given = {name: getattr(lab.reference_module(), name) for name in lab.given}
+        sub = Submission(_cells(nb, lab)[0], given=given, label=Path(path).name)
+        atexit.register(sub.close)
+        impl = RemoteImplementation(sub, f"notebook {Path(path).name}", given)
+        box = {}
+
+        def reference():
+            if "impl" not in box:
+                ref = Submission(module=lab.module, names=tuple(lab.exported_names()), given=given)
+                atexit.register(ref.close)
+                box["impl"] = RemoteImplementation(ref, f"the reference {lab.module}", given)
+            return box["impl"]
+
+        _NOTEBOOK_CACHE[key] = (impl, reference)
     return _NOTEBOOK_CACHE[key]
 
 
@@ -118,9 +126,10 @@ class TestOutcome:
 class _Collector:
     """A pytest plugin that records one outcome per test with a teaching message."""
 
-    def __init__(self):
+    def __init__(self, on_test=None):
         self.outcomes: list[TestOutcome] = []
         self.collect_errors: list[str] = []
+        self.on_test = on_test
 
     def pytest_collectreport(self, report):
         if report.failed:
@@ -132,6 +141,11 @@ class _Collector:
         collector = self
 
         class Hooks:
+            @pytest.hookimpl(tryfirst=True)
+            def pytest_runtest_setup(self, item):
+                if collector.on_test is not None:
+                    collector.on_test(item.nodeid)
+
             @pytest.hookimpl(wrapper=True)
             def pytest_runtest_makereport(self, item, call):
                 report = yield
@@ -162,7 +176,8 @@ def _teaching_message(doc: str, call) -> str:
     return f"{first} (your code raised {kind}{': ' + detail if detail else ''})"
 
 
-def run_suite(suite: Path, *, quiet: bool = True) -> tuple[list[TestOutcome], list[str], int]:
+def run_suite(suite: Path, *, quiet: bool = True, basetemp: Path | None = None,
+              on_test=None) -> tuple[list[TestOutcome], list[str], int]:
     """Run one hidden suite file with pytest in this process; return (outcomes, collection errors, exit code)."""
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     # Hypothesis keeps a cache folder; it belongs in a temporary place, not in the learner's folder.
@@ -178,36 +193,65 @@ def run_suite(suite: Path, *, quiet: bool = True) -> tuple[list[TestOutcome], li
     saved_path = list(sys.path)
     sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd)]
     try:
-        return _run_pytest(suite, root)
+        return _run_pytest(suite, root, basetemp, on_test)
     finally:
         sys.path[:] = saved_path
 
 
-def _run_pytest(suite: Path, root: Path) -> tuple[list[TestOutcome], list[str], int]:
+def run_with(impl, reference, suite: Path, *, basetemp: Path | None = None,
+             on_test=None) -> tuple[list[TestOutcome], list[str], int]:
+    """Run one suite with ``impl`` as the implementation under test and ``reference()`` as its reference."""
+    global _ACTIVE, _ACTIVE_REFERENCE
+    _ACTIVE, _ACTIVE_REFERENCE = impl, reference
+    try:
+        return run_suite(suite, basetemp=basetemp, on_test=on_test)
+    finally:
+        _ACTIVE = _ACTIVE_REFERENCE = None
+
+
+def failure_lines(outcomes: list[TestOutcome]) -> list[str]:
+    """One teaching line per failed check (a parametrised check that fails several times counts once)."""
+    failures: dict[tuple[str, str], int] = {}
+    for o in outcomes:
+        if not o.passed:
+            failures[(o.name, o.message)] = failures.get((o.name, o.message), 0) + 1
+    lines = []
+    for (name, message), count in failures.items():
+        cases = f" ({count} cases)" if count > 1 else ""
+        lines.append(f"x {name}{cases}: {message}")
+    return lines
+
+
+def _run_pytest(suite: Path, root: Path, basetemp: Path | None = None,
+                on_test=None) -> tuple[list[TestOutcome], list[str], int]:
     import pytest
 
-    collector = _Collector()
+    collector = _Collector(on_test)
     args = [str(suite), "-q", "--capture=sys", "--assert=plain", "-p", "no:cacheprovider",
             "-p", "no:stepwise", "-c", os.devnull, "--rootdir", str(root), "--confcutdir", str(root),
             "--import-mode=importlib", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    if basetemp is not None:
+        args += ["--basetemp", str(basetemp)]
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         code = pytest.main(args, plugins=[collector, collector._hooks()])
     return collector.outcomes, collector.collect_errors, int(code)
 
 
-def run_hidden_tests(lab: str, task: str, namespace: dict, points: float) -> float:
-    """Grade one task in a kernel: run its hidden suite on ``namespace``; return the points earned.
+def run_hidden_tests(lab: str, task: str, namespace: dict, points: float):
+    """A learner's own feedback in their kernel: run the task's hidden suite on ``namespace``.
 
-    Prints a summary line and one teaching line per failed check. Raises if the suite cannot run at all
-    (the cell then scores 0, as nbgrader scores any error), or if grading was interrupted by the time limit.
+    Prints a summary line and one teaching line per failed check, and returns the points the checks
+    would earn. This runs in the learner's own process, so it is feedback only: the grade comes from the
+    trusted grader (``make check``, ``make grade``), which runs the learner's code in a sandbox. In the
+    autograde sandbox the hidden suites are not there at all; then this prints one line and returns None.
     """
     global _ACTIVE
     lab_obj = find_lab(lab)
     suite = hidden_root() / lab_obj.name / f"test_{task}.py"
-    if not suite.is_file():
-        raise RuntimeError(f"hidden suite {suite} is missing: set BYTES2LOGITS_HIDDEN_TESTS to the course's "
-                           "tests/hidden folder (nbgrader_config.py does this)")
+    if os.environ.get("BYTES2LOGITS_SANDBOXED") or not suite.is_file():
+        print(f"{task}: hidden checks are run by the trusted grader, outside this kernel")
+        return None
     _ACTIVE = Implementation(namespace, "your notebook")
     try:
         outcomes, errors, code = run_suite(suite)
@@ -220,12 +264,8 @@ def run_hidden_tests(lab: str, task: str, namespace: dict, points: float) -> flo
     passed = sum(o.passed for o in outcomes)
     total = len(outcomes)
     earned = round(points * passed / total, 2)
-    print(f"{task}: {passed}/{total} hidden checks passed -> {earned:g}/{points:g} points")
-    failures: dict[tuple[str, str], int] = {}
-    for o in outcomes:
-        if not o.passed:
-            failures[(o.name, o.message)] = failures.get((o.name, o.message), 0) + 1
-    for (name, message), count in failures.items():
-        cases = f" ({count} cases)" if count > 1 else ""
-        print(f"  x {name}{cases}: {message}")
+    print(f"{task}: {passed}/{total} hidden checks passed -> {earned:g}/{points:g} points "
+          "(feedback in your kernel; make check gives the grade)")
+    for line in failure_lines(outcomes):
+        print("  " + line)
     return earned

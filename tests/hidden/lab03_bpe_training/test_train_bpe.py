@@ -2,13 +2,13 @@
 
 import random
 import re
-import time
-import tracemalloc
 from collections import Counter
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+from bytes2logits.kit.remote import peak_memory, timed
 
 WORKED = " ".join(["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3)
 LAB_CORPUS = "the the the the the the cat cat cat sat sat mat rat ate"
@@ -184,34 +184,28 @@ def test_bad_arguments(impl):
 SPEED_FACTOR = 10
 
 
-def test_speed_is_incremental(impl):
+def test_speed_is_incremental(impl, reference):
     """train_bpe must update pair counts incrementally: at most 10x the reference's time on a 300 kB corpus."""
-    from bytes2logits.bpe import train_bpe as reference
-
     text = corpus(300_000, seed=7)
     ref_times = []
     for _ in range(3):
-        start = time.perf_counter()
-        expected = reference(text, 150)
-        ref_times.append(time.perf_counter() - start)
+        expected, seconds = timed(reference.train_bpe, text, 150)
+        ref_times.append(seconds)
     budget = SPEED_FACTOR * min(ref_times)
     for _ in range(2):
-        start = time.perf_counter()
-        got = impl.train_bpe(text, 150)
-        elapsed = time.perf_counter() - start
+        got, elapsed = timed(impl.train_bpe, text, 150)
         if elapsed <= budget:
             break
     assert got[1] == expected[1], "the merges must also be right"
     assert elapsed <= budget, f"train_bpe took {elapsed / min(ref_times):.0f}x the reference"
 
 
-def test_memory_is_bounded(impl):
+def test_memory_is_bounded(impl, reference):
     """Training on a 2 MB corpus keeps distinct pieces with counts: peak memory stays under 25x the text size."""
     text = corpus(2_000_000, seed=11)
-    tracemalloc.start()
-    try:
+    with peak_memory(reference) as ref:
+        reference.train_bpe(text, 10)
+    with peak_memory(impl) as got:
         impl.train_bpe(text, 10)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 25 * len(text), f"peak {peak / 1e6:.0f} MB"
+    assert got.peak < max(25 * len(text), 3 * ref.peak), (
+        f"peak {got.peak / 1e6:.0f} MB, the reference's {ref.peak / 1e6:.0f} MB ({got.how})")

@@ -2,13 +2,14 @@
 
 import random
 import runpy
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+from bytes2logits.kit.remote import timed
 
 # The independent oracles of the earlier suites, reused rather than copied: lab 04's slow encoder (per piece,
 # fuse the adjacent pair of lowest rank, leftmost first) and random merge lists, lab 03's Zipf corpus.
@@ -168,24 +169,20 @@ def test_bad_arguments(impl):
 SPEED_FACTOR = 10
 
 
-def test_speed(impl):
+def test_speed(impl, reference):
     """compression_curve encodes a 300 kB text at six sizes in at most 10x the reference's time."""
     from bytes2logits.bpe import train_bpe
-    from bytes2logits.vocabsize import compression_curve as reference
 
     _, merges = train_bpe(lab03.corpus(100_000, seed=5), 1000)
     text = lab03.corpus(300_000, seed=6)
     sizes = [256, 384, 512, 768, 1024, 1256]
     ref_times = []
     for _ in range(2):
-        start = time.perf_counter()
-        expected = reference(text, merges, sizes)
-        ref_times.append(time.perf_counter() - start)
+        expected, seconds = timed(reference.compression_curve, text, merges, sizes)
+        ref_times.append(seconds)
     budget = SPEED_FACTOR * min(ref_times) + 0.5
     for _ in range(2):
-        start = time.perf_counter()
-        got = impl.compression_curve(text, merges, sizes)
-        elapsed = time.perf_counter() - start
+        got, elapsed = timed(impl.compression_curve, text, merges, sizes)
         if elapsed <= budget:
             break
     assert close(checked(got, sizes), expected), "the values must also be right"

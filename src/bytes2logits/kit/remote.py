@@ -1,0 +1,352 @@
+"""The grader's side of a sandboxed worker: start it, load a submission, reach its names through proxies.
+
+:class:`Submission` owns one worker process (sandboxed by :mod:`bytes2logits.kit.sandbox`) that has run
+a notebook's code cells. :class:`RemoteImplementation` is what the hidden suites' ``impl`` fixture yields
+in a trusted grading run: ``impl.train_bpe(text, 10)`` sends the call to the worker and gets plain data
+back (see :mod:`bytes2logits.kit.rpc`). Nothing of the submission ever runs in the grader's process.
+
+When the worker dies (``os._exit``, a signal, out of memory), stops answering (an endless loop, a sleep),
+or sends something that is not valid on the wire, the call fails with :class:`WorkerLost`, a failed check
+with a message in words, and the next name lookup starts a fresh worker. A cell that killed or hung the
+worker while the notebook loaded is skipped in the next one, so it costs that cell's names, not the
+notebook.
+
+Gates on speed and memory measure the worker from outside: :func:`timed` is wall-clock time of the call
+in the grader, and :func:`peak_memory` reads the worker's resident-set high-water mark from ``/proc``,
+which its code cannot rewrite. Both are meant to be compared with the reference run the same way (the
+``reference`` fixture of the hidden suites).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import sandbox
+from .rpc import Endpoint, GuardedPolicy, Remote
+from .wire import Channel, PeerGone, Timeout, WireError
+
+__all__ = ["CALL_SECONDS", "Submission", "RemoteImplementation", "WorkerLost", "is_instance", "peak_memory",
+           "timed"]
+
+CALL_SECONDS = 60.0  # one call into the learner's code (a hidden test's whole call, callbacks included)
+CELL_SECONDS = 60.0  # one notebook cell while the worker loads the submission
+START_SECONDS = 60.0  # starting the interpreter and importing what the cells import
+
+
+class WorkerLost(AssertionError):
+    """The learner's code stopped answering, or the worker running it died (the message says which)."""
+
+
+def _worker_env(scratch: Path) -> dict:
+    from .. import assets
+
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(scratch), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg",
+           "TMPDIR": str(scratch), "BYTES2LOGITS_CACHE": str(assets.cache_dir()),
+           "NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", "autograde")}
+    for key in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env
+
+
+class _Process:
+    """One sandboxed worker and the grader's endpoint to it."""
+
+    def __init__(self, scratch: Path, on_lost, limits: sandbox.Limits):
+        c_r, p_w = os.pipe()
+        p_r, c_w = os.pipe()
+        argv = [sys.executable, "-I", "-m", "bytes2logits.kit.worker", str(c_r), str(c_w)]
+        try:
+            self.box = sandbox.launch(argv, scratch=scratch, pass_fds=(c_r, c_w), env=_worker_env(scratch),
+                                      limits=limits)
+        finally:
+            os.close(c_r)
+            os.close(c_w)
+        self.fds = (p_r, p_w)
+        self.ep = Endpoint(Channel(p_r, p_w), GuardedPolicy())
+        self.ep.on_lost = on_lost
+        # The grader's own str subclasses (a test's "sneaky" inputs) reach the learner as plain values:
+        # the learner's answers come back as exact types whatever they were given.
+        self.ep.downcast = True
+        self.alive = True
+
+    def pid(self) -> int | None:
+        return self.box.inner_pid()
+
+    def kill(self) -> None:
+        if not self.alive:
+            return
+        self.alive = False
+        self.ep.closed = True
+        self.box.kill()
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class Submission:
+    """A notebook's code loaded in a sandboxed worker, restarted on demand.
+
+    ``cells`` are ``(index, source)`` pairs: the instructor's locked cells and the submission's own code
+    cells, in notebook order, without autograder cells. Alternatively ``module``/``names`` load a module's
+    objects (how the reference runs through the same path for calibration).
+    """
+
+    def __init__(self, cells=None, *, module: str | None = None, names: tuple[str, ...] = (),
+                 scratch: Path | None = None, limits: sandbox.Limits = sandbox.Limits(),
+                 call_seconds: float = CALL_SECONDS, cell_seconds: float = CELL_SECONDS, label: str = "submission",
+                 given: dict | None = None):
+        self.cells = list(cells or [])
+        self.module, self.names = module, tuple(names)
+        self._own_scratch = scratch is None
+        self.scratch = Path(scratch or tempfile.mkdtemp(prefix="b2l-scratch-")).resolve()
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        self.limits = limits
+        self.call_seconds, self.cell_seconds = call_seconds, cell_seconds
+        self.label = label
+        self.skip: dict[int, str] = {}  # cells that killed or hung a worker, with why
+        self.statuses: list[tuple] = []
+        self.proc: _Process | None = None
+        self.starts = 0
+        self.task_deadline: float | None = None  # set by the grader for the task being graded
+        self._running_cell: int | None = None
+        self._lost_reason = ""
+        self.given = dict(given or {})  # the lab's given objects, as the package defines them
+        self.test: str | None = None  # the hidden test now running (set by the grader's pytest hook)
+        self._lost_test: str | None = None
+        self.timeouts = self.crashes = 0
+        self.max_timeouts, self.max_crashes = 2, 5
+
+    # ------------------------------------------------------------------------------------ the process
+    def _deadline(self) -> float:
+        d = time.monotonic() + self.call_seconds
+        return d if self.task_deadline is None else min(d, self.task_deadline)
+
+    def _on_lost(self, exc: WireError) -> WorkerLost:
+        proc = self.proc
+        if isinstance(exc, Timeout):
+            if self.task_deadline is not None and time.monotonic() >= self.task_deadline - 0.05:
+                why = "the task's time budget ran out while your code was running (an endless loop, or far too slow?)"
+            else:
+                why = f"your code did not answer within {self.call_seconds:g} s (an endless loop, or far too slow?)"
+        elif isinstance(exc, PeerGone):
+            why = ("the worker running your code died (os._exit, a kill, a crash, or more memory than the "
+                   "limit allows)")
+        else:
+            why = f"your code sent something that is not plain data ({exc})"
+        self._lost_reason = why
+        self._lost_test = self.test
+        if isinstance(exc, Timeout):
+            self.timeouts += 1
+        else:
+            self.crashes += 1
+        if proc is not None:
+            proc.kill()
+        return WorkerLost(why)
+
+    def begin_task(self, seconds: float | None) -> None:
+        """Start a task's budget: its checks may use ``seconds`` in all, and few hangs or crashes."""
+        self.task_deadline = None if seconds is None else time.monotonic() + seconds
+        self.timeouts = self.crashes = 0
+        self._lost_test = None
+
+    def ensure(self) -> Endpoint:
+        """The endpoint of a live, loaded worker (starting one if there is none)."""
+        if self.proc is not None and self.proc.alive and not self.proc.ep.closed:
+            return self.proc.ep
+        if self.proc is not None:
+            self.proc.kill()
+        if self._lost_test is not None and self._lost_test == self.test:
+            raise WorkerLost(self._lost_reason)  # the same check again (a hypothesis retry): no new worker
+        if self.timeouts >= self.max_timeouts:
+            raise WorkerLost(f"your code hung {self.timeouts} times in this task; its remaining checks were not run")
+        if self.crashes >= self.max_crashes:
+            raise WorkerLost(f"the worker died {self.crashes} times in this task; its remaining checks were not run")
+        if self.task_deadline is not None and time.monotonic() >= self.task_deadline:
+            raise WorkerLost("the task's time budget ran out; the remaining checks were not run")
+        self.starts += 1
+        if self.starts > 20:
+            raise WorkerLost("the worker was restarted 20 times; the remaining checks were not run")
+        for _ in range(len(self.cells) + 1):
+            proc = _Process(self.scratch, self._on_lost, self.limits)
+            self.proc = proc
+            ep = proc.ep
+            ep.on_note = self._note
+            ep.send_named = _is_namedtuple
+            ep.rebuild_named = lambda name, fields, values: _rebuild_named(self.given, name, fields, values)
+            ep.deadline_fn = lambda: time.monotonic() + START_SECONDS
+            counters = (self.timeouts, self.crashes, self._lost_test)
+            try:
+                if ep.request("ping") != "pong":
+                    raise WorkerLost("the worker did not start")
+                if self.module:
+                    ep.request("load_module", self.module, self.names)
+                else:
+                    todo = [(i, src) for i, src in self.cells if i not in self.skip]
+                    budget = START_SECONDS + self.cell_seconds * (len(todo) + 1)
+                    ep.deadline_fn = lambda b=budget: time.monotonic() + b
+                    self._running_cell = None
+                    statuses = ep.request("load_cells", todo, self.cell_seconds)
+                    self.statuses = [s for s in statuses if type(s) is tuple]
+            except WorkerLost:
+                # A cell that breaks the load costs that cell, not the task's budget of hangs and crashes.
+                self.timeouts, self.crashes, self._lost_test = counters
+                if self.module or self._running_cell is None:
+                    raise WorkerLost(f"the worker could not start: {self._lost_reason}") from None
+                self.skip[self._running_cell] = self._lost_reason
+                continue
+            ep.deadline_fn = self._deadline
+            return ep
+        raise WorkerLost("the notebook could not be loaded")  # pragma: no cover - every cell skipped
+
+    def _note(self, kind, data):
+        if kind == "cell" and type(data) is int:
+            self._running_cell = data
+
+    def lookup(self, name: str):
+        ep = self.ensure()
+        result = ep.request("get", name)
+        if type(result) is not tuple or len(result) != 2:
+            raise WorkerLost("the worker answered a name lookup with something else")
+        return result
+
+    def pid(self) -> int | None:
+        return self.proc.pid() if self.proc is not None and self.proc.alive else None
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc = None
+        if self._own_scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def cell_report(self) -> list[str]:
+        """Lines about cells that did not run cleanly (for the learner's feedback)."""
+        lines = [f"cell {i} was skipped: {why}" for i, why in sorted(self.skip.items())]
+        lines += [f"cell {i}: {detail}" for i, status, detail in self.statuses if status == "timeout"]
+        return lines
+
+
+class RemoteImplementation:
+    """``impl`` for a trusted grading run: the learner's names, reached in the worker.
+
+    Names the lab *gives* (the instructor's set-up cell defines them, identically to the package) are
+    the package's own objects here, so that a test can build the lab's NamedTuples and helpers in the
+    grader. Everything else is looked up in the worker.
+    """
+
+    def __init__(self, submission: Submission, origin: str, given: dict | None = None):
+        self._submission = submission
+        self._origin = origin
+        self._given = dict(given or {})
+        self._cache: dict[str, tuple[int, object]] = {}
+
+    def __getattr__(self, name: str):
+        from .grading import MissingName
+
+        if name.startswith("__") or name in ("_submission", "_origin", "_given", "_cache"):
+            raise AttributeError(name)
+        if name in self._given:
+            return self._given[name]
+        sub = self._submission
+        ep = sub.ensure()
+        hit = self._cache.get(name)
+        if hit is not None and hit[0] == id(ep):
+            return hit[1]
+        kind, value = sub.lookup(name)
+        if kind == "missing":
+            raise MissingName(f"{self._origin} does not define `{name}`: run the cell that defines it "
+                              "and keep the name the task gives")
+        self._cache[name] = (id(ep), value)
+        return value
+
+    @property
+    def scratch(self) -> Path:
+        """The worker's writable folder, seen at the same path by both sides (for files a test passes)."""
+        return self._submission.scratch
+
+    def __repr__(self) -> str:
+        return f"<implementation from {self._origin}, in a sandboxed worker>"
+
+
+def _is_namedtuple(obj) -> bool:
+    return isinstance(obj, tuple) and isinstance(getattr(type(obj), "_fields", None), tuple)
+
+
+def _rebuild_named(given: dict, name: str, fields: tuple, values: tuple):
+    """A NamedTuple from the worker: the package's class when the lab gives one of that name, else a tuple."""
+    cls = given.get(name)
+    if isinstance(cls, type) and issubclass(cls, tuple) and tuple(getattr(cls, "_fields", ())) == fields:
+        return cls(*values)
+    return tuple(values)
+
+
+# -------------------------------------------------------------------------------------------- helpers
+
+def is_instance(obj, cls: type) -> bool:
+    """``isinstance(obj, cls)`` for a builtin ``cls``, asked of the worker when ``obj`` lives there."""
+    if type(obj) is Remote:
+        return obj._ep.request("isinstance", obj, cls.__name__) is True
+    return isinstance(obj, cls)
+
+
+def timed(fn, *args, **kwargs):
+    """``(result, seconds)`` of one call, timed in this process (so a worker cannot report its own time)."""
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, time.perf_counter() - start
+
+
+def _status_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise OSError(f"no {key} in /proc/{pid}/status")
+
+
+class _Peak:
+    peak: int = 0
+    how: str = ""
+
+
+@contextlib.contextmanager
+def peak_memory(impl):
+    """Measure the peak memory of what runs inside the block, where ``impl``'s code runs.
+
+    For a worker: the rise of its resident-set high-water mark (``VmHWM``, reset through ``clear_refs``)
+    above its size when the block starts, read by this process from ``/proc``. In-process (the reference
+    mode of the suites): ``tracemalloc``'s peak. ``.peak`` is in bytes; ``.how`` names the method.
+    """
+    result = _Peak()
+    sub = getattr(impl, "_submission", None) if isinstance(impl, RemoteImplementation) else None
+    if sub is not None:
+        sub.ensure()
+        pid = sub.pid()
+        if pid is not None and Path(f"/proc/{pid}/clear_refs").exists():
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+            base = _status_kib(pid, "VmRSS")
+            yield result
+            result.peak = max(0, _status_kib(pid, "VmHWM") - base)
+            result.how = "worker VmHWM"
+            return
+    import tracemalloc
+
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        yield result
+        result.peak = max(0, tracemalloc.get_traced_memory()[1] - base)
+        result.how = "tracemalloc"
+    finally:
+        if started:
+            tracemalloc.stop()

@@ -1,0 +1,206 @@
+"""Trusted grading: score a submission with its hidden suites, the submission's code in a sandboxed worker.
+
+This is the one grading path. ``python -m bytes2logits check`` calls :func:`grade_submission` in its own
+process; ``make grade`` (nbgrader autograde) calls it once per notebook in a fresh grader process through
+``python -m bytes2logits.kit.trusted`` (see :mod:`bytes2logits.kit.nbgrade`), so that local marks equal
+class marks.
+
+The grader process runs pytest and the hidden suites; it never executes a line of the submission. The
+notebook's code cells (the instructor's locked cells, restored over whatever the submission holds, and the
+submission's own cells) run in a worker behind :mod:`bytes2logits.kit.sandbox`; the suites reach its names
+through :class:`~bytes2logits.kit.remote.RemoteImplementation`. Before anything runs, the submitted source
+is read for uses of the course's own reference (:mod:`bytes2logits.kit.integrity`): such a task scores 0
+and is flagged for manual grading, with a line saying why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from .labs import Lab, find_lab, hidden_root
+
+__all__ = ["TaskResult", "grade_submission", "instructor_cells", "main"]
+
+TASK_SECONDS = 300.0  # all the calls of one task's hidden checks, in the worker
+
+
+def _meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+@dataclass
+class TaskResult:
+    """The trusted grade of one task: points earned, checks passed, feedback lines, and any flag."""
+
+    task: str
+    points: float
+    score: float = 0.0
+    passed: int = 0
+    total: int = 0
+    lines: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def needs_manual_grade(self) -> bool:
+        return bool(self.flags)
+
+    def summary(self) -> str:
+        return f"{self.task}: {self.passed}/{self.total} hidden checks passed -> {self.score:g}/{self.points:g} points"
+
+
+def instructor_cells(nb, solution) -> None:
+    """Put the instructor's locked cells (set-up and autograder cells) into ``nb``, restoring deleted ones.
+
+    The same rule as nbgrader's autograde: a tampered or deleted locked cell changes nothing.
+    """
+    sol_cells = solution.cells
+    locked = {_meta(c)["grade_id"]: c for c in sol_cells if _meta(c).get("locked") and _meta(c).get("grade_id")}
+    present = set()
+    for i, cell in enumerate(nb.cells):
+        gid = _meta(cell).get("grade_id")
+        if gid in locked:
+            nb.cells[i] = copy.deepcopy(locked[gid])
+            present.add(gid)
+    for k, cell in enumerate(sol_cells):
+        gid = _meta(cell).get("grade_id")
+        if gid not in locked or gid in present:
+            continue
+        position = len(nb.cells)
+        for prev in reversed(sol_cells[:k]):
+            pid = _meta(prev).get("grade_id")
+            idx = next((j for j, c in enumerate(nb.cells) if pid and _meta(c).get("grade_id") == pid), None)
+            if idx is not None:
+                position = idx + 1
+                break
+        nb.cells.insert(position, copy.deepcopy(cell))
+        present.add(gid)
+
+
+def _cells(nb, lab: Lab):
+    """(cells the worker runs, cells the integrity scan reads): autograder cells are in neither."""
+    tasks = {t.id for t in lab.tasks}
+    run, written = [], []
+    for i, cell in enumerate(nb.cells):
+        meta = _meta(cell)
+        if cell.cell_type != "code" or meta.get("grade"):
+            continue
+        run.append((i, cell.source))
+        if not meta.get("locked"):
+            gid = meta.get("grade_id", "")
+            task = gid[len("answer_"):] if gid.startswith("answer_") and gid[len("answer_"):] in tasks else None
+            written.append((i, cell.source, task))
+    return run, written
+
+
+def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | None = None,
+                     task_seconds: float = TASK_SECONDS, check_reference_use: bool = True,
+                     progress=None) -> list[TaskResult]:
+    """Grade ``notebook`` (a path or a notebook node) task by task; return one :class:`TaskResult` each.
+
+    ``check_reference_use=False`` skips the integrity scan (for the instructor's own source notebook,
+    whose answers *are* the reference).
+    """
+    from . import grading, integrity
+    from .remote import CALL_SECONDS, RemoteImplementation, Submission
+
+    if isinstance(notebook, (str, os.PathLike)):
+        path = Path(notebook).resolve()
+        lab = lab or find_lab(path)
+        nb = nbformat.read(path, as_version=4)
+    else:
+        nb = copy.deepcopy(notebook)
+        if lab is None:
+            raise ValueError("grade_submission needs the lab when given a notebook object")
+    instructor_cells(nb, nbformat.read(lab.source_notebook(), as_version=4))
+    run, written = _cells(nb, lab)
+    findings = integrity.scan_cells(lab, written) if check_reference_use else []
+    given = {name: getattr(lab.reference_module(), name) for name in lab.given}
+    results: list[TaskResult] = []
+    with tempfile.TemporaryDirectory(prefix="b2l-grade-") as tmp:
+        scratch = Path(tmp) / "scratch"
+        scratch.mkdir()
+        os.chmod(tmp, 0o755)
+        sub = Submission(run, scratch=scratch, call_seconds=call_seconds or CALL_SECONDS, given=given,
+                         label="your notebook")
+        ref_box = {}
+
+        def reference():
+            if "sub" not in ref_box:
+                names = tuple(lab.exported_names())
+                ref_scratch = Path(tmp) / "reference"
+                ref_scratch.mkdir(exist_ok=True)
+                ref_box["sub"] = Submission(module=lab.module, names=names, scratch=ref_scratch,
+                                            call_seconds=call_seconds or CALL_SECONDS, given=given,
+                                            label="the reference")
+                ref_box["impl"] = RemoteImplementation(ref_box["sub"], f"the reference {lab.module}", given)
+            ref_box["sub"].task_deadline = sub.task_deadline
+            return ref_box["impl"]
+
+        impl = RemoteImplementation(sub, "your notebook", given)
+        try:
+            for task in lab.tasks:
+                if progress:
+                    progress(task.id)
+                start = time.monotonic()
+                result = TaskResult(task.id, float(task.points))
+                sub.begin_task(task_seconds)
+                suite = hidden_root() / lab.name / f"test_{task.id}.py"
+
+                def on_test(name, sub=sub):
+                    sub.test = name
+                    if "sub" in ref_box:
+                        ref_box["sub"].test = name
+
+                outcomes, errors, code = grading.run_with(
+                    impl, reference, suite, basetemp=scratch / f"pytest-{task.id}", on_test=on_test)
+                if errors or not outcomes:
+                    result.lines.append(f"the hidden suite could not run: {'; '.join(errors) or 'no tests'}")
+                result.passed = sum(o.passed for o in outcomes)
+                result.total = len(outcomes)
+                result.score = round(task.points * result.passed / result.total, 2) if result.total else 0.0
+                result.lines += grading.failure_lines(outcomes)
+                mine = [f for f in findings if f.task in (task.id, "*")]
+                if mine:
+                    result.flags = [f.line() for f in mine]
+                    result.score = 0.0
+                    result.lines.append("flagged for manual grading, scored 0 until an instructor looks: "
+                                        + "; ".join(result.flags))
+                result.seconds = round(time.monotonic() - start, 2)
+                results.append(result)
+            report = sub.cell_report()
+            if report and results:
+                results[0].lines += report
+        finally:
+            sub.close()
+            if "sub" in ref_box:
+                ref_box["sub"].close()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bytes2logits.kit.trusted NOTEBOOK --json OUT``: the grader process nbgrader starts."""
+    parser = argparse.ArgumentParser(prog="python -m bytes2logits.kit.trusted")
+    parser.add_argument("notebook", type=Path)
+    parser.add_argument("--lab", default=None)
+    parser.add_argument("--json", type=Path, required=True, help="where to write the results")
+    parser.add_argument("--call-seconds", type=float, default=None)
+    args = parser.parse_args(argv)
+    lab = find_lab(args.lab or args.notebook)
+    results = grade_submission(args.notebook, lab, call_seconds=args.call_seconds)
+    args.json.write_text(json.dumps([asdict(r) for r in results]), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from bytes2logits.kit.labs import hidden_root
-from bytes2logits.kit.nbgrade import SandboxedExecute, SaveTrustedGrades, TrustedGrading
+from bytes2logits.kit.nbgrade import SandboxedExecute, SaveTrustedGrades, StartTrustedGrading, TrustedGrading
 from bytes2logits.kit.settings import EXECUTE_TIMEOUT, IGNORE_STDERR_PATTERN, IGNORED_FILES, IOPUB_TIMEOUT
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades,
@@ -40,10 +40,12 @@ c.ClearSolutions.enforce_metadata = True
 
 # nbgrader's own list, with three changes (docs/instructor-guide.md, "What a submission can do"):
 # - the kernel runs in the sandbox and survives a dead or unresponsive kernel (its outputs are feedback only);
-# - TrustedGrading scores the notebook in a separate grader process, the submission's code in a worker
-#   sandbox of its own, and writes the feedback lines into the autograder cells;
+# - StartTrustedGrading / TrustedGrading score the notebook in a separate grader process (started first, so
+#   that it runs while the kernel does), the submission's code in a worker sandbox of its own, and write
+#   the feedback lines into the autograder cells;
 # - SaveTrustedGrades takes each autograder cell's score from that grader, never from a kernel's output.
 c.Autograde.autograde_preprocessors = [
+    StartTrustedGrading,
     SandboxedExecute,
     TrustedGrading,
     IgnorePattern,

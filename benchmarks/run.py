@@ -19,6 +19,7 @@ def main() -> int:
     import bench_bpe
     import bench_dequant
     import bench_engine
+    import bench_grading
 
     print("== dequantization: bytes2logits.quants vs gguf-py ==")
     dq = bench_dequant.main(["--repeats", "3"])
@@ -29,6 +30,9 @@ def main() -> int:
     print("== BPE: train_bpe vs HF tokenizers, encode vs tiktoken ==")
     bpe = bench_bpe.main([])
     print()
+    print("== grading: a call through the sandboxed worker vs in-process ==")
+    grading = bench_grading.main([])
+    print()
     print("== summary ==")
     ratios = {
         "prefill_vs_llama_cpp": eng.get("ratio_prefill_vs_llama_cpp"),
@@ -36,6 +40,7 @@ def main() -> int:
         "dequant_vs_gguf_py": dq["ratio_dequant_vs_gguf_py"],
         "train_bpe_vs_hf": bpe.get("ratio_train_bpe_vs_hf"),
         "encode_vs_tiktoken": bpe.get("ratio_encode_vs_tiktoken"),
+        "proxy_call_vs_inprocess": grading.get("ratio_proxy_call_vs_inprocess"),
     }
     for name, value in ratios.items():
         print(f"ratio {name}: {value:.2f}" if value is not None else f"ratio {name}: nan")

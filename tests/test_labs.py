@@ -119,21 +119,32 @@ def test_check_command_full_marks_on_solution_zero_on_release(lab):
         assert task.id in blank.stdout
 
 
-@pytest.mark.slow
-def test_check_grades_a_learners_partial_copy(tmp_path):
-    """A copy with one task done scores exactly that task; the learner's file is not modified."""
+def _lab01_copy_with_task1(tmp_path, make_answer):
+    """Lab 01's release with task 1's answer cell set to ``make_answer(reference answer)``; (path, check)."""
     lab = LABS["lab01_tokenizers"]
     sol = nbformat.read(lab.source_notebook(), as_version=4)
-    answer = next(c.source for c in sol.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_byte_tokenizer")
+    reference = next(c.source for c in sol.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_byte_tokenizer")
     nb = nbformat.read(lab.release_notebook(), as_version=4)
     for c in nb.cells:
         if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_byte_tokenizer":
-            c.source = "# my own version\nchecked = True\n\n" + answer  # not a verbatim copy of the reference
+            c.source = make_answer(reference)
     copy = tmp_path / "lab01_tokenizers.ipynb"
     nbformat.write(nb, copy)
+
+    def check():
+        return subprocess.run([sys.executable, "-m", "bytes2logits", "check", str(copy)], cwd=tmp_path,
+                              env=tool_env(), capture_output=True, text=True, timeout=600)
+
+    return copy, check
+
+
+@pytest.mark.slow
+def test_check_grades_a_learners_partial_copy(tmp_path):
+    """A copy with one task done scores exactly that task; the learner's file is not modified."""
+    # "In their own words": not a verbatim copy of the reference, which would be flagged.
+    copy, check = _lab01_copy_with_task1(tmp_path, lambda ref: "# my own version\nchecked = True\n\n" + ref)
     before = copy.read_bytes()
-    r = subprocess.run([sys.executable, "-m", "bytes2logits", "check", str(copy)], cwd=tmp_path, env=tool_env(),
-                       capture_output=True, text=True, timeout=600)
+    r = check()
     assert r.returncode == 1
     assert "score: 3/10" in r.stdout
     assert "flagged" not in r.stdout
@@ -147,16 +158,7 @@ def test_check_grades_a_learners_partial_copy(tmp_path):
 ])
 def test_check_flags_the_reference_as_an_answer(tmp_path, answer, reason):
     """Importing the task's reference, or copying it verbatim, earns 0 and says why (local = class marks)."""
-    lab = LABS["lab01_tokenizers"]
-    sol = nbformat.read(lab.source_notebook(), as_version=4)
-    reference = next(c.source for c in sol.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_byte_tokenizer")
-    nb = nbformat.read(lab.release_notebook(), as_version=4)
-    for c in nb.cells:
-        if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_byte_tokenizer":
-            c.source = answer or reference
-    copy = tmp_path / "lab01_tokenizers.ipynb"
-    nbformat.write(nb, copy)
-    r = subprocess.run([sys.executable, "-m", "bytes2logits", "check", str(copy)], cwd=tmp_path, env=tool_env(),
-                       capture_output=True, text=True, timeout=600)
+    _, check = _lab01_copy_with_task1(tmp_path, lambda ref: answer or ref)
+    r = check()
     assert r.returncode == 1
     assert "score: 0/10" in r.stdout and "flagged for manual grading" in r.stdout and reason in r.stdout

@@ -225,11 +225,9 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
         cheated)
 
     # ---- attacks on the grader's process, the machine and the other students
-    add("kill_parent", {**honest, "answer_byte_tokenizer": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
-                        + correct["answer_byte_tokenizer"]}, cheated)
-    add("kill_group", {**honest, "answer_byte_tokenizer": "import os, signal\nos.killpg(0, signal.SIGKILL)\n"
-                       + correct["answer_byte_tokenizer"]}, cheated)
     hostile = {
+        "kill_parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
+        "kill_group": "import os, signal\nos.killpg(0, signal.SIGKILL)",
         "fork_bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
         "memory_bomb": "block = bytearray(50 * 1024 ** 3)\nreturn block",
         "output_flood": "import sys\nfor _ in range(1024):\n    sys.stdout.write('x' * (1 << 20))\nreturn None",

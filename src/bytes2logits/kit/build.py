@@ -23,8 +23,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import nbformat
-
 from .labs import LABS, Lab, repo_root, tool_env
 
 __all__ = ["answer_source", "build_solutions", "build_release", "hidden_block", "setup_source", "stale",
@@ -153,6 +151,8 @@ def render_solution(lab: Lab, nb) -> None:
 
 
 def _serialize(nb) -> str:
+    import nbformat
+
     return nbformat.writes(nb, version=4).rstrip("\n") + "\n"
 
 
@@ -168,6 +168,8 @@ def _write(nb, path: Path) -> bool:
 
 def build_solutions(root: Path | None = None, labs: list[Lab] | None = None) -> list[Path]:
     """Regenerate the generated cells of every solutions notebook; return the files that changed."""
+    import nbformat
+
     root = root or repo_root()
     changed = []
     for lab in labs or LABS.values():
@@ -185,6 +187,8 @@ def build_release(root: Path | None = None, out: Path | None = None, labs: list[
     The scratch course keeps the repository's gradebook untouched. Release notebooks are normalised
     (no outputs, no execution counts) so that rebuilding is byte-for-byte reproducible.
     """
+    import nbformat
+
     root = root or repo_root()
     out = out or root / "labs"
     labs = labs or list(LABS.values())
@@ -221,6 +225,8 @@ def build_release(root: Path | None = None, out: Path | None = None, labs: list[
 
 def stale(root: Path | None = None) -> list[str]:
     """What would ``make labs`` change? Returns human-readable reasons (empty when up to date)."""
+    import nbformat
+
     root = root or repo_root()
     reasons = []
     for lab in LABS.values():

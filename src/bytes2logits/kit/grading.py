@@ -87,15 +87,13 @@ def _notebook_session(path, lab):
     """A sandboxed worker holding the notebook at ``path`` (one per notebook and pytest run)."""
     import atexit
 
-    import nbformat
-
     from .remote import RemoteImplementation, Submission
-    from .trusted import _cells, instructor_cells
+    from .trusted import _cells, instructor_cells, read_notebook
 
     key = (str(Path(path).resolve()), Path(path).stat().st_mtime_ns)
     if key not in _NOTEBOOK_CACHE:
-        nb = nbformat.read(path, as_version=4)
-        instructor_cells(nb, nbformat.read(lab.source_notebook(), as_version=4))
+        nb = read_notebook(path)
+        instructor_cells(nb, read_notebook(lab.source_notebook()))
         given = {name: getattr(lab.reference_module(), name) for name in lab.given}
         sub = Submission(_cells(nb, lab)[0], given=given, label=Path(path).name)
         atexit.register(sub.close)
@@ -248,8 +246,11 @@ def run_hidden_tests(lab: str, task: str, namespace: dict, points: float):
     """
     global _ACTIVE
     lab_obj = find_lab(lab)
-    suite = hidden_root() / lab_obj.name / f"test_{task}.py"
-    if os.environ.get("BYTES2LOGITS_SANDBOXED") or not suite.is_file():
+    try:
+        suite = None if os.environ.get("BYTES2LOGITS_SANDBOXED") else hidden_root() / lab_obj.name / f"test_{task}.py"
+    except RuntimeError:  # no course repository in sight
+        suite = None
+    if suite is None or not suite.is_file():
         print(f"{task}: hidden checks are run by the trusted grader, outside this kernel")
         return None
     _ACTIVE = Implementation(namespace, "your notebook")

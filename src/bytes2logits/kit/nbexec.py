@@ -27,13 +27,37 @@ def _error_output(ename: str, evalue: str) -> NotebookNode:
                         traceback=[f"{ename}: {evalue}"])
 
 
+OUTPUT_CAP = 200_000  # characters of output one cell may keep (a flood of output is cut, not stored)
+
+
 class RobustExecute(Execute):
-    """nbgrader's ``Execute`` preprocessor, plus recovery from a dead or unresponsive kernel."""
+    """nbgrader's ``Execute`` preprocessor, plus recovery from a dead or unresponsive kernel.
+
+    It also caps each cell's output at :data:`OUTPUT_CAP` characters as it arrives (nbgrader's
+    ``LimitOutput`` counts lines, so one line of a gigabyte would otherwise be kept whole).
+    """
 
     def preprocess(self, nb, resources=None, km=None):
         self._broken_cells: set[int] = set()
         self._gave_up = False
+        self._output_chars: dict[int, int] = {}
         return super().preprocess(nb, resources, km)
+
+    def output(self, outs, msg, display_id, cell_index):
+        kind = msg.get("msg_type")
+        if kind in ("stream", "display_data", "execute_result", "update_display_data", "error"):
+            content = msg.get("content", {})
+            size = len(content.get("text", "")) if kind == "stream" else len(repr(content))
+            used = self._output_chars.get(cell_index, 0)
+            left = OUTPUT_CAP - used
+            if left <= 0:
+                return None
+            self._output_chars[cell_index] = used + size
+            if size > left:
+                if kind != "stream":
+                    return None
+                content["text"] = content["text"][:left] + f"\n... output cut at {OUTPUT_CAP} characters ...\n"
+        return super().output(outs, msg, display_id, cell_index)
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":

@@ -7,9 +7,10 @@
   network, no view of the hidden suites, ``solutions/``, the gradebook or other students, and no way to
   signal the grader (it talks to nbgrader over Unix sockets in a folder of its own). Its outputs are only
   the learner's feedback.
-* :class:`TrustedGrading` — grades the notebook's sources in a fresh grader process
-  (``python -m bytes2logits.kit.trusted``, which runs the code in a worker sandbox of its own) and writes
-  each autograder cell's feedback: the summary line and one line per failed check, never test code.
+* :class:`StartTrustedGrading` (first) and :class:`TrustedGrading` (after execution) — grade the
+  notebook's sources in a fresh grader process (``python -m bytes2logits.kit.trusted``, which runs the
+  code in a worker sandbox of its own) while the kernel runs, then write each autograder cell's feedback:
+  the summary line and one line per failed check, never test code.
 * :class:`SaveTrustedGrades` — nbgrader's ``SaveAutoGrades``, but each autograder cell's score is the
   trusted grader's, and a task flagged for using the reference needs manual grading.
 
@@ -19,8 +20,10 @@ flagged for manual grading, and the next submission is graded as usual.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,7 +38,8 @@ from traitlets import Float
 from .labs import find_lab, tool_env
 from .nbexec import RobustExecute
 
-__all__ = ["SandboxedKernelManager", "SandboxedExecute", "TrustedGrading", "SaveTrustedGrades"]
+__all__ = ["SandboxedKernelManager", "SandboxedExecute", "StartTrustedGrading", "TrustedGrading",
+           "SaveTrustedGrades"]
 
 RESOURCE_KEY = "bytes2logits_trusted"
 
@@ -90,36 +94,64 @@ def _failed_results(lab, why: str) -> dict:
                    "flags": [f"the grader failed: {why}"]} for t in lab.tasks}
 
 
-class TrustedGrading(NbGraderPreprocessor):
-    """Grade the notebook in a trusted grader process; put its feedback into the autograder cells."""
+class StartTrustedGrading(NbGraderPreprocessor):
+    """Start the trusted grader on the notebook's sources at once, so that it runs while the kernel does."""
 
     call_seconds = Float(None, allow_none=True, help="Seconds one call into the learner's code may take "
                          "(default: the Execute timeout)").tag(config=True)
-    grader_seconds = Float(1800.0, help="Seconds the grader process may take for one notebook").tag(config=True)
 
     def preprocess(self, nb, resources):
         lab = find_lab(resources["nbgrader"]["assignment"])
         call_seconds = self.call_seconds or float(self.config.Execute.get("timeout", 60) or 60)
-        with tempfile.TemporaryDirectory(prefix="b2l-trusted-") as tmp:
-            src = Path(tmp) / f"{lab.name}.ipynb"
-            clean = nbformat.from_dict(nb)
-            for cell in clean.cells:
-                if cell.cell_type == "code":
-                    cell.outputs = []
-            nbformat.write(clean, src)
-            out = Path(tmp) / "result.json"
-            cmd = [sys.executable, "-m", "bytes2logits.kit.trusted", str(src), "--lab", lab.name, "--json", str(out),
-                   "--call-seconds", str(call_seconds)]
+        tmp = Path(tempfile.mkdtemp(prefix="b2l-trusted-"))
+        src = tmp / f"{lab.name}.ipynb"
+        clean = nbformat.from_dict(copy.deepcopy(nb))
+        for cell in clean.cells:
+            if cell.cell_type == "code":
+                cell.outputs = []
+        nbformat.write(clean, src)
+        out = tmp / "result.json"
+        cmd = [sys.executable, "-m", "bytes2logits.kit.trusted", str(src), "--lab", lab.name, "--json", str(out),
+               "--call-seconds", str(call_seconds)]
+        log = open(tmp / "grader.log", "w")
+        proc = subprocess.Popen(cmd, env=tool_env(), stdout=log, stderr=subprocess.STDOUT, cwd=tmp,
+                                stdin=subprocess.DEVNULL)
+        log.close()
+        resources[RESOURCE_KEY + "_job"] = (proc, tmp, lab.name)
+        return nb, resources
+
+    def preprocess_cell(self, cell, resources, index):  # pragma: no cover - preprocess does the work
+        return cell, resources
+
+
+class TrustedGrading(NbGraderPreprocessor):
+    """Collect the trusted grader's result; put its feedback into the autograder cells."""
+
+    grader_seconds = Float(1800.0, help="Seconds the grader process may take for one notebook").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        lab = find_lab(resources["nbgrader"]["assignment"])
+        job = resources.pop(RESOURCE_KEY + "_job", None)
+        if job is None:  # not started (StartTrustedGrading missing from the list): start it now
+            nb, resources = StartTrustedGrading(config=self.config).preprocess(nb, resources)
+            job = resources.pop(RESOURCE_KEY + "_job")
+        proc, tmp, _ = job
+        try:
             try:
-                proc = subprocess.run(cmd, env=tool_env(), capture_output=True, text=True, timeout=self.grader_seconds,
-                                      cwd=tmp)
-                if proc.returncode != 0:
-                    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-                    raise RuntimeError(f"exit {proc.returncode}: {tail[0][:300]}")
-                results = {r["task"]: r for r in json.loads(out.read_text(encoding="utf-8"))}
-            except (subprocess.TimeoutExpired, RuntimeError, OSError, ValueError, KeyError) as e:
-                self.log.error("trusted grading of %s failed: %s", resources["nbgrader"].get("student"), e)
-                results = _failed_results(lab, str(e)[:300])
+                code = proc.wait(timeout=self.grader_seconds)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise RuntimeError(f"the grader took longer than {self.grader_seconds:g} s") from None
+            if code != 0:
+                tail = (tmp / "grader.log").read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+                raise RuntimeError(f"exit {code}: {tail[0][:300]}")
+            results = {r["task"]: r for r in json.loads((tmp / "result.json").read_text(encoding="utf-8"))}
+        except (RuntimeError, OSError, ValueError, KeyError) as e:
+            self.log.error("trusted grading of %s failed: %s", resources["nbgrader"].get("student"), e)
+            results = _failed_results(lab, str(e)[:300])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
         resources[RESOURCE_KEY] = results
         for cell in nb.cells:
             gid = _meta(cell).get("grade_id")
@@ -128,7 +160,13 @@ class TrustedGrading(NbGraderPreprocessor):
             r = results[gid]
             text = (f"{gid}: {r['passed']}/{r['total']} hidden checks passed -> {r['score']:g}/{r['points']:g} "
                     "points (scored by the trusted grader)\n" + "".join(f"  {line}\n" for line in r["lines"]))
-            kept = [o for o in cell.get("outputs", []) if o.get("output_type") in ("stream", "display_data", "error")]
+            kept = []
+            for o in cell.get("outputs", []):
+                if o.get("output_type") == "error":
+                    # The exception line only: a traceback would quote the cell's hidden block around the line.
+                    o["traceback"] = [f"{o.get('ename', 'Error')}: {o.get('evalue', '')}"]
+                if o.get("output_type") in ("stream", "display_data", "error"):
+                    kept.append(o)
             cell.outputs = kept + [NotebookNode(output_type="stream", name="stdout", text=text)]
         return nb, resources
 

@@ -122,7 +122,8 @@ class Submission:
         self.test: str | None = None  # the hidden test now running (set by the grader's pytest hook)
         self._lost_test: str | None = None
         self.timeouts = self.crashes = 0
-        self.max_timeouts, self.max_crashes = 2, 5
+        # A task in which the code hangs or kills the worker scores 0, so its other checks need not run.
+        self.max_timeouts, self.max_crashes = 1, 1
 
     # ------------------------------------------------------------------------------------ the process
     def _deadline(self) -> float:
@@ -166,9 +167,10 @@ class Submission:
         if self._lost_test is not None and self._lost_test == self.test:
             raise WorkerLost(self._lost_reason)  # the same check again (a hypothesis retry): no new worker
         if self.timeouts >= self.max_timeouts:
-            raise WorkerLost(f"your code hung {self.timeouts} times in this task; its remaining checks were not run")
+            raise WorkerLost("your code hung in an earlier check of this task; its remaining checks were not run")
         if self.crashes >= self.max_crashes:
-            raise WorkerLost(f"the worker died {self.crashes} times in this task; its remaining checks were not run")
+            raise WorkerLost("your code killed the worker in an earlier check of this task; its remaining checks "
+                             "were not run")
         if self.task_deadline is not None and time.monotonic() >= self.task_deadline:
             raise WorkerLost("the task's time budget ran out; the remaining checks were not run")
         self.starts += 1

@@ -277,12 +277,14 @@ def _bwrap_args(scratch: Path, writable: tuple[Path, ...] = (), info_fd: int | N
     for p in _ETC:
         if os.path.exists(p):
             cmd += ["--ro-bind", p, p]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/var/tmp"]
+    cmd += ["--proc", "/proc", "--dev", "/dev"]
     for p in _readable_paths():
         cmd += ["--ro-bind", str(p), str(p)]
     for p in (scratch, *writable):
         cmd += ["--bind", str(p), str(p)]
-    return cmd + ["--chdir", str(scratch), "--"]
+    # Everything but the binds above lives on bwrap's own root, which becomes read-only too (TMPDIR and HOME
+    # point into the scratch folder).
+    return cmd + ["--remount-ro", "/", "--chdir", str(scratch), "--"]
 
 
 def _limit_self(limits: Limits, cgroups: "_Cgroups", is_root: bool) -> None:
@@ -361,6 +363,9 @@ def exec_main(argv: list[str]) -> int:
         parser.error("no command after --")
     how = mode()
     _reap_stale_cgroups()
+    # jupyter_client tells a kernel its parent's pid so that it exits when the parent does; in a new pid
+    # namespace that pid means nothing (and reads as gone). --die-with-parent does that job instead.
+    os.environ.pop("JPY_PARENT_PID", None)
     limits = Limits()
     cgroups = _Cgroups(limits) if how == "bwrap" else _Cgroups.none()
     _limit_self(limits, cgroups, os.geteuid() == 0)

@@ -25,8 +25,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import nbformat
-
 from .labs import Lab, find_lab, hidden_root
 
 __all__ = ["TaskResult", "grade_submission", "instructor_cells", "main"]
@@ -36,6 +34,41 @@ TASK_SECONDS = 300.0  # all the calls of one task's hidden checks, in the worker
 
 def _meta(cell) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {})
+
+
+class _Node(dict):
+    """A notebook read as plain JSON: dict items as attributes, like nbformat's NotebookNode.
+
+    The grader reads notebooks this way instead of with nbformat, whose schema validator costs about two
+    seconds to import, per submission.
+    """
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        self[name] = value
+
+
+def read_notebook(path) -> _Node:
+    """A v4 notebook's cells with ``source`` as one string (what the grader needs: sources and metadata)."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    if not isinstance(data, dict) or data.get("nbformat") != 4 or not isinstance(data.get("cells"), list):
+        raise ValueError(f"{path}: not a version 4 notebook")
+    cells = []
+    for i, raw in enumerate(data["cells"]):
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path}: cell {i} is not an object")
+        cell = _Node(raw)
+        src = raw.get("source", "")
+        cell["source"] = "".join(src) if isinstance(src, list) else str(src)
+        cell["metadata"] = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+        cells.append(cell)
+    return _Node(cells=cells, metadata=data.get("metadata", {}))
 
 
 @dataclass
@@ -117,12 +150,12 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
     if isinstance(notebook, (str, os.PathLike)):
         path = Path(notebook).resolve()
         lab = lab or find_lab(path)
-        nb = nbformat.read(path, as_version=4)
+        nb = read_notebook(path)
     else:
         nb = copy.deepcopy(notebook)
         if lab is None:
             raise ValueError("grade_submission needs the lab when given a notebook object")
-    instructor_cells(nb, nbformat.read(lab.source_notebook(), as_version=4))
+    instructor_cells(nb, read_notebook(lab.source_notebook()))
     run, written = _cells(nb, lab)
     findings = integrity.scan_cells(lab, written) if check_reference_use else []
     given = {name: getattr(lab.reference_module(), name) for name in lab.given}
@@ -170,6 +203,11 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
                 result.total = len(outcomes)
                 result.score = round(task.points * result.passed / result.total, 2) if result.total else 0.0
                 result.lines += grading.failure_lines(outcomes)
+                if sub.timeouts or sub.crashes:
+                    # As when a cell hangs or kills its kernel: the task's checks cannot be trusted to have run.
+                    result.score = 0.0
+                    result.lines.append("your code " + ("hung" if sub.timeouts else "killed the worker running it")
+                                        + " during this task's checks, so the task scores 0")
                 mine = [f for f in findings if f.task in (task.id, "*")]
                 if mine:
                     result.flags = [f.line() for f in mine]

@@ -56,7 +56,9 @@ def _on_alarm(signum, frame):
 class Worker:
     def __init__(self, ep: Endpoint):
         self.ep = ep
-        self.ns: dict = {"__name__": "__main__", "__builtins__": builtins}
+        # The learner's code gets its own copy of the builtins: rebinding one there (``__builtins__.len =``)
+        # changes that copy, not the functions this worker runs on.
+        self.ns: dict = {"__name__": "__main__", "__builtins__": dict(builtins.__dict__)}
 
     # ------------------------------------------------------------------------------------------ loading
     def load_cells(self, cells, cell_seconds):

@@ -1,0 +1,309 @@
+"""The trust boundary piece by piece: the wire, the proxies, the worker's sandbox, the reference scan.
+
+The whole class is graded end to end in ``test_nbgrader_cycle.py``; these tests pin each guarantee down
+where it is made, so that a regression names the piece that broke.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bytes2logits.kit import sandbox
+from bytes2logits.kit.integrity import scan_cells
+from bytes2logits.kit.labs import LABS, hidden_root, repo_root
+from bytes2logits.kit.remote import RemoteImplementation, Submission, WorkerLost, is_instance
+from bytes2logits.kit.rpc import Remote, RemoteError
+from bytes2logits.kit.wire import WireError, decode, encode
+
+# ------------------------------------------------------------------------------------------------ wire
+
+PLAIN = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
+    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+    | st.dictionaries(st.text(max_size=5) | st.integers(), inner, max_size=4)
+    | st.frozensets(st.integers(), max_size=4),
+    max_leaves=20)
+
+
+def _exact_types(value):
+    yield type(value)
+    if type(value) in (list, tuple, frozenset, set):
+        for v in value:
+            yield from _exact_types(v)
+    elif type(value) is dict:
+        for k, v in value.items():
+            yield from _exact_types(k)
+            yield from _exact_types(v)
+
+
+@given(PLAIN)
+def test_plain_data_round_trips_exactly(value):
+    back = decode(encode(value))
+    assert back == value
+    assert list(_exact_types(back)) == list(_exact_types(value))
+
+
+def test_numpy_counter_range_path_round_trip():
+    arr = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
+    for value in (arr, np.array([True, False]), np.int64(7), Counter("abca"), range(2, 9, 3), Path("/x/y")):
+        back = decode(encode(value))
+        assert type(back) is type(value)
+        if isinstance(value, np.ndarray):
+            assert back.dtype == value.dtype and np.array_equal(back, value) and back.flags.writeable
+        else:
+            assert back == value
+
+
+def test_subclasses_are_not_plain_unless_downcast():
+    class Sneaky(str):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = str.__hash__
+
+    with pytest.raises(WireError):
+        encode(Sneaky("a"))  # no export hook: a subclass is not data
+    back = decode(encode([Sneaky("abc")], downcast=True))
+    assert type(back[0]) is str and back == ["abc"]
+    with pytest.raises(WireError):
+        encode(np.array([object()]))  # an object array is not numeric data
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=64))
+def test_garbage_never_escapes_as_anything_but_wire_error(raw):
+    try:
+        decode(raw)
+    except WireError:
+        pass
+
+
+def test_truncated_and_lying_messages_are_refused_without_allocating():
+    good = encode({"ids": list(range(50)), "text": "héllo", "arr": np.zeros((4, 4))})
+    for cut in range(len(good)):
+        with pytest.raises(WireError):
+            decode(good[:cut])
+    start = time.perf_counter()
+    for lie in (b"l\xff\xff\xff\xff", b"s\xff\xff\xff\xff", b"d\x7f\xff\xff\xff",
+                b"a\x03<f8\x01" + (10 ** 12).to_bytes(8, "big") + (8 * 10 ** 12).to_bytes(8, "big")):
+        with pytest.raises(WireError):
+            decode(lie)
+    assert time.perf_counter() - start < 1.0
+    nested = b"l\x00\x00\x00\x01" * 500 + b"N"
+    with pytest.raises(WireError, match="nested"):
+        decode(nested)
+    with pytest.raises(WireError, match="handle"):
+        decode(b"h" + bytes(17) + b"\x00")  # a handle where only plain data is allowed
+
+
+# ------------------------------------------------------------------------------------------ the worker
+
+LEARNER = '''
+import os, socket, time
+
+class Always:
+    def __eq__(self, other):
+        return True
+    __hash__ = object.__hash__
+
+def always():
+    return Always()
+
+def double(x):
+    return 2 * x
+
+def call_back(f, x):
+    return f(x) + 1
+
+def peek(f):
+    return f._secret
+
+def raise_key():
+    raise KeyError("missing")
+
+class Mine(Exception):
+    pass
+
+def raise_mine():
+    raise Mine("my own")
+
+def hang():
+    while True:
+        pass
+
+def die():
+    os._exit(3)
+
+def probe():
+    out = {"pid": os.getpid(), "ppid": os.getppid(), "hidden": os.path.exists(HIDDEN),
+           "solutions": os.path.exists(SOLUTIONS), "home": os.path.exists(os.path.expanduser("~"))}
+    try:
+        socket.create_connection(("127.0.0.1", PORT), timeout=2)
+        out["net"] = "connected"
+    except OSError as e:
+        out["net"] = type(e).__name__
+    try:
+        os.kill(1, 9)
+        out["kill1"] = "sent"
+    except OSError as e:
+        out["kill1"] = type(e).__name__
+    out["write"] = {}
+    for path in ("/etc/escaped", "/tmp/escaped", os.path.join(os.path.dirname(os.__file__), "escaped")):
+        try:
+            open(path, "w").close()
+            out["write"][path] = "written"
+        except OSError as e:
+            out["write"][path] = type(e).__name__
+    return out
+
+class Cache(dict):
+    pass
+'''
+
+
+@pytest.fixture(scope="module")
+def server():
+    sock = socket.create_server(("127.0.0.1", 0))
+    yield sock
+    sock.close()
+
+
+@pytest.fixture(scope="module")
+def learner(server):
+    prelude = (f"HIDDEN = {str(hidden_root())!r}\nSOLUTIONS = {str(repo_root() / 'solutions')!r}\n"
+               f"PORT = {server.getsockname()[1]}\n")
+    sub = Submission([(0, prelude + LEARNER), (1, "import os\nos._exit(9)"), (2, "def after(): return 'ran'")],
+                     call_seconds=3)
+    yield RemoteImplementation(sub, "test code"), sub
+    sub.close()
+
+
+def test_calls_callbacks_and_errors(learner):
+    impl, _ = learner
+    assert impl.double(21) == 42 and impl.double("ab") == "abab"
+    assert impl.call_back(lambda v: v * 10, 4) == 41
+    with pytest.raises(KeyError) as info:
+        impl.raise_key()
+    assert info.value.args == ("missing",)
+    with pytest.raises(RemoteError, match="Mine: my own"):
+        impl.raise_mine()  # a learner's own class never crosses: a generic error with its message
+
+
+def test_a_cell_that_kills_the_worker_is_skipped_not_fatal(learner):
+    impl, sub = learner
+    assert impl.after() == "ran"
+    assert 1 in sub.skip
+
+
+def test_lying_objects_stay_behind_a_proxy(learner):
+    impl, _ = learner
+    value = impl.always()
+    assert type(value) is Remote
+    assert value != 1 and not (value == "anything") and value == value
+    cache = impl.Cache()
+    assert type(cache) is Remote and is_instance(cache, dict) and not is_instance(cache, list)
+
+
+def test_the_worker_cannot_reach_into_the_graders_objects(learner):
+    impl, _ = learner
+
+    class Secret:
+        _secret = "hidden"
+
+        def __call__(self, x):
+            return x
+
+    with pytest.raises(AttributeError):
+        impl.peek(Secret())
+
+
+def test_a_hang_is_cut_and_the_next_call_gets_a_fresh_worker(learner):
+    impl, sub = learner
+    sub.begin_task(60)
+    start = time.monotonic()
+    with pytest.raises(WorkerLost, match="did not answer within 3 s"):
+        impl.hang()
+    assert time.monotonic() - start < 10
+    sub.test = "next"
+    with pytest.raises(WorkerLost, match="earlier check"):
+        impl.double(2)  # a task whose code hung scores 0: its other checks fail at once
+    sub.begin_task(60)  # the next task gets a fresh worker
+    assert impl.double(2) == 4
+    with pytest.raises(WorkerLost, match="died"):
+        impl.die()
+    sub.begin_task(60)
+    assert impl.double(3) == 6
+
+
+def test_the_sandbox(learner, server):
+    if sandbox.mode() != "bwrap":
+        pytest.skip("bubblewrap is not available here (install it: apt-get install bubblewrap)")
+    impl, _ = learner
+    seen = impl.probe()
+    assert seen["hidden"] is False and seen["solutions"] is False, "the hidden suites must not be visible"
+    assert seen["net"] == "ConnectionRefusedError", "only the sandbox's own empty loopback exists"
+    assert seen["pid"] < 10 and seen["ppid"] == 1, "the worker lives in a pid namespace of its own"
+    assert "written" not in seen["write"].values(), f"only the scratch folder is writable: {seen['write']}"
+
+
+def test_ci_never_takes_the_fallback():
+    if os.environ.get("CI"):
+        assert sandbox.mode() == "bwrap", "CI must run submissions in bwrap"
+    else:
+        assert sandbox.mode() in ("bwrap", "fallback")
+
+
+def test_reference_runs_through_the_same_path_for_gates():
+    from bytes2logits.kit.remote import peak_memory, timed
+
+    ref = Submission(module="bytes2logits.bpe", names=("train_bpe",))
+    try:
+        impl = RemoteImplementation(ref, "reference")
+        (vocab, merges), seconds = timed(impl.train_bpe, "low lower lowest " * 200, 5)
+        assert len(merges) == 5 and seconds > 0
+        with peak_memory(impl) as peak:
+            impl.train_bpe("abc " * 200_000, 2)
+        assert peak.peak > 0 and peak.how in ("worker VmHWM", "tracemalloc")
+    finally:
+        ref.close()
+
+
+# ------------------------------------------------------------------------------------- reference scan
+
+LAB03 = LABS["lab03_bpe_training"]
+
+
+@pytest.mark.parametrize("source, flagged", [
+    ("from bytes2logits.bpe import train_bpe", True),
+    ("from bytes2logits.bpe import build_vocab\n\ndef train_bpe(text, n):\n    return build_vocab([]), []", False),
+    ("import bytes2logits.bpe as b\ntrain_bpe = b.train_bpe", True),
+    ("from bytes2logits import bpe", True),
+    ("import importlib\nm = importlib.import_module('bytes2logits.bpe')", True),
+    ("exec(open('x.py').read())", True),
+    ("import re\n\ndef train_bpe(text, n):\n    return re.findall('.', text), []", False),
+    ("import sys\nf = sys.modules['bytes2logits.bpe'].train_bpe", True),
+])
+def test_scan_flags_uses_of_the_reference(source, flagged):
+    findings = scan_cells(LAB03, [(5, source, "train_bpe")])
+    assert bool(findings) == flagged, findings
+
+
+def test_scan_flags_a_verbatim_copy_but_not_the_same_logic_in_other_words():
+    from bytes2logits.kit.build import answer_source
+
+    copy = answer_source(LAB03, "train_bpe")
+    assert any("copied" in f.reason for f in scan_cells(LAB03, [(5, copy, "train_bpe")]))
+    commented = "# my notes\n" + copy.replace('"""', '"""Mine. ', 1)
+    assert any("copied" in f.reason for f in scan_cells(LAB03, [(5, commented, "train_bpe")])), \
+        "comments and docstrings are not a change"
+    edited = copy.replace("def train_bpe(", "def _helper():\n    return None\n\n\ndef train_bpe(", 1)
+    assert not scan_cells(LAB03, [(5, edited, "train_bpe")])

@@ -18,9 +18,11 @@ __all__ = ["TaskScore", "grade_notebook", "main"]
 
 
 class TaskScore:
-    def __init__(self, task: str, score: float, points: float, lines: list[str], flags: list[str] | None = None):
+    def __init__(self, task: str, score: float, points: float, lines: list[str], flags: list[str] | None = None,
+                 passed: int = 0, total: int = 0):
         self.task, self.score, self.points, self.lines = task, score, points, lines
         self.flags = list(flags or [])
+        self.passed, self.total = passed, total
 
 
 def _is_instructor_source(path: Path, lab: Lab) -> bool:
@@ -40,7 +42,8 @@ def grade_notebook(path, lab: Lab | None = None, *, call_seconds: float | None =
     # suites, so the reference-use scan (which would rightly flag every answer there) is skipped.
     results = grade_submission(path, lab, call_seconds=call_seconds,
                                check_reference_use=not _is_instructor_source(path, lab))
-    return [TaskScore(r.task, r.score, r.points, [r.summary(), *r.lines], r.flags) for r in results]
+    return [TaskScore(r.task, r.score, r.points, [r.summary(), *r.lines], r.flags, r.passed, r.total)
+            for r in results]
 
 
 def main(argv: list[str]) -> int:
@@ -67,9 +70,9 @@ def main(argv: list[str]) -> int:
     print(f"(your code runs in a {how})", flush=True)
     scores = grade_notebook(args.notebook, lab, call_seconds=args.timeout)
     width = max([len(s.task) for s in scores] + [4])
-    print(f"\n{'task':<{width}}  score")
+    print(f"\n{'task':<{width}}  score  hidden checks passed")
     for s in scores:
-        print(f"{s.task:<{width}}  {s.score:g}/{s.points:g}")
+        print(f"{s.task:<{width}}  {f'{s.score:g}/{s.points:g}':<5}  {s.passed}/{s.total}")
         for line in s.lines:
             if line.startswith(f"{s.task}:"):
                 continue  # the summary line repeats the score

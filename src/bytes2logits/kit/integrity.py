@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from .labs import Lab
 
-__all__ = ["Finding", "scan_cells", "normalized_dump"]
+__all__ = ["Finding", "normalized_dump", "scan_cells"]
 
 _DYNAMIC_NAMES = {"exec", "eval", "compile", "__import__", "importlib", "runpy", "builtins", "__builtins__"}
 _DYNAMIC_ATTRS = {"modules": "sys.modules", "getsource": "inspect.getsource", "getsourcelines": "inspect.getsource",

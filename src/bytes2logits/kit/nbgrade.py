@@ -38,8 +38,13 @@ from traitlets import Float
 from .labs import find_lab, tool_env
 from .nbexec import RobustExecute
 
-__all__ = ["SandboxedKernelManager", "SandboxedExecute", "StartTrustedGrading", "TrustedGrading",
-           "SaveTrustedGrades"]
+__all__ = [
+    "SandboxedExecute",
+    "SandboxedKernelManager",
+    "SaveTrustedGrades",
+    "StartTrustedGrading",
+    "TrustedGrading",
+]
 
 RESOURCE_KEY = "bytes2logits_trusted"
 

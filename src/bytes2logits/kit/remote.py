@@ -28,11 +28,18 @@ import time
 from pathlib import Path
 
 from . import sandbox
-from .rpc import Endpoint, GuardedPolicy, Remote
+from .rpc import Endpoint, GuardedPolicy, Remote, is_namedtuple
 from .wire import Channel, PeerGone, Timeout, WireError
 
-__all__ = ["CALL_SECONDS", "Submission", "RemoteImplementation", "WorkerLost", "is_instance", "peak_memory",
-           "timed"]
+__all__ = [
+    "CALL_SECONDS",
+    "RemoteImplementation",
+    "Submission",
+    "WorkerLost",
+    "is_instance",
+    "peak_memory",
+    "timed",
+]
 
 CALL_SECONDS = 60.0  # one call into the learner's code (a hidden test's whole call, callbacks included)
 CELL_SECONDS = 60.0  # one notebook cell while the worker loads the submission
@@ -181,7 +188,7 @@ class Submission:
             self.proc = proc
             ep = proc.ep
             ep.on_note = self._note
-            ep.send_named = _is_namedtuple
+            ep.send_named = is_namedtuple
             ep.rebuild_named = lambda name, fields, values: _rebuild_named(self.given, name, fields, values)
             ep.deadline_fn = lambda: time.monotonic() + START_SECONDS
             counters = (self.timeouts, self.crashes, self._lost_test)
@@ -276,10 +283,6 @@ class RemoteImplementation:
 
     def __repr__(self) -> str:
         return f"<implementation from {self._origin}, in a sandboxed worker>"
-
-
-def _is_namedtuple(obj) -> bool:
-    return isinstance(obj, tuple) and isinstance(getattr(type(obj), "_fields", None), tuple)
 
 
 def _rebuild_named(given: dict, name: str, fields: tuple, values: tuple):

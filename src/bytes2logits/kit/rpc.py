@@ -171,14 +171,19 @@ def rebuild_exception(record) -> BaseException:
     return exc
 
 
+def is_namedtuple(obj) -> bool:
+    """A NamedTuple instance (sent by value, as class name, field names and values)."""
+    return isinstance(obj, tuple) and isinstance(getattr(type(obj), "_fields", None), tuple)
+
+
 # --------------------------------------------------------------------------------------------- proxies
 
 class Remote:
     """A proxy for an object the peer owns."""
 
-    __slots__ = ("_ep", "_id", "_cid", "_type", "_count", "__weakref__")
+    __slots__ = ("__weakref__", "_cid", "_count", "_ep", "_id", "_type")
 
-    def __init__(self, ep: "Endpoint", handle: Handle):
+    def __init__(self, ep: Endpoint, handle: Handle):
         object.__setattr__(self, "_ep", ep)
         object.__setattr__(self, "_id", handle.id)
         object.__setattr__(self, "_cid", handle.class_id)
@@ -268,7 +273,7 @@ class Remote:
 class _Method:
     """``remote.name`` where ``name`` is a method: calling it is one request."""
 
-    __slots__ = ("_obj", "_name")
+    __slots__ = ("_name", "_obj")
 
     def __init__(self, obj: Remote, name: str):
         self._obj, self._name = obj, name

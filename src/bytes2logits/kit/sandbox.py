@@ -31,7 +31,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Limits", "SandboxError", "Sandboxed", "bwrap_path", "describe", "mode", "launch"]
+__all__ = ["Limits", "SandboxError", "Sandboxed", "bwrap_path", "describe", "launch", "mode"]
 
 GIB = 1024 ** 3
 
@@ -138,7 +138,7 @@ class _Cgroups:
     """A pids (and, if possible, memory) cgroup for one sandbox; removed when the sandbox ends."""
 
     @classmethod
-    def none(cls) -> "_Cgroups":
+    def none(cls) -> _Cgroups:
         self = cls.__new__(cls)
         self.dirs = []
         return self
@@ -287,7 +287,7 @@ def _bwrap_args(scratch: Path, writable: tuple[Path, ...] = (), info_fd: int | N
     return cmd + ["--remount-ro", "/", "--chdir", str(scratch), "--"]
 
 
-def _limit_self(limits: Limits, cgroups: "_Cgroups", is_root: bool) -> None:
+def _limit_self(limits: Limits, cgroups: _Cgroups, is_root: bool) -> None:
     """Apply the limits to this process (in a child before exec): cgroups, then rlimits."""
     cgroups.join()
     for res, value in ((resource.RLIMIT_CPU, limits.cpu_seconds), (resource.RLIMIT_AS, limits.address_space),

@@ -195,7 +195,7 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
                     if "sub" in ref_box:
                         ref_box["sub"].test = name
 
-                outcomes, errors, code = grading.run_with(
+                outcomes, errors, _ = grading.run_with(
                     impl, reference, suite, basetemp=scratch / f"pytest-{task.id}", on_test=on_test)
                 if errors or not outcomes:
                     result.lines.append(f"the hidden suite could not run: {'; '.join(errors) or 'no tests'}")

@@ -23,7 +23,7 @@ import struct
 import time
 from collections import Counter
 
-__all__ = ["MAX_MESSAGE", "WireError", "Handle", "OwnHandle", "encode", "decode", "Channel"]
+__all__ = ["MAX_MESSAGE", "Channel", "Handle", "OwnHandle", "WireError", "decode", "encode"]
 
 MAX_MESSAGE = 256 * 1024 * 1024  # bytes in one message; more is a protocol error, not an allocation
 MAX_DEPTH = 64
@@ -42,7 +42,7 @@ class WireError(Exception):
 class Handle:
     """A reference, as it arrives, to an object owned by the peer: its id, its class's id and name."""
 
-    __slots__ = ("id", "class_id", "type_name")
+    __slots__ = ("class_id", "id", "type_name")
 
     def __init__(self, id: int, class_id: int, type_name: str):
         self.id, self.class_id, self.type_name = id, class_id, type_name
@@ -188,7 +188,7 @@ def _enc(obj, out, hooks, depth):
 # --------------------------------------------------------------------------------------------- decoding
 
 class _Reader:
-    __slots__ = ("buf", "pos", "named")
+    __slots__ = ("buf", "named", "pos")
 
     def __init__(self, buf: bytes):
         self.buf, self.pos, self.named = buf, 0, None

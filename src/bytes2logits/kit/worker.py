@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 
-from .rpc import Endpoint, Policy
+from .rpc import Endpoint, Policy, is_namedtuple
 from .wire import Channel
 
 OUTPUT_CAP = 64 * 1024
@@ -127,10 +127,6 @@ class Worker:
         return sorted(k for k in self.ns if type(k) is str and not k.startswith("__"))
 
 
-def _is_namedtuple(obj) -> bool:
-    return isinstance(obj, tuple) and isinstance(getattr(type(obj), "_fields", None), tuple)
-
-
 def main(argv: list[str]) -> int:
     rfd, wfd = int(argv[0]), int(argv[1])
     # The learner's code gets no grader file descriptor other than its own pipe, and no stdin.
@@ -139,7 +135,7 @@ def main(argv: list[str]) -> int:
     sys.stdout = sys.stderr = _CappedSink()
     ep = Endpoint(Channel(rfd, wfd), Policy())
     worker = Worker(ep)
-    ep.send_named = _is_namedtuple
+    ep.send_named = is_namedtuple
     ep.rebuild_named = worker.rebuild_named
     ep.extra_ops.update({
         "load_cells": worker.load_cells,

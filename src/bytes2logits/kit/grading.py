@@ -68,7 +68,7 @@ def implementation_for(config, lab_name: str):
     choice = getattr(config.option, "b2l_impl", None) or "reference"
     lab = LABS[lab_name]
     if choice == "reference":
-        return Implementation(lab.reference_namespace(), f"the reference module {lab.module}")
+        return _reference(lab)
     return _notebook_session(choice, lab)[0]
 
 
@@ -79,8 +79,13 @@ def reference_for(config, lab_name: str):
     choice = getattr(config.option, "b2l_impl", None) or "reference"
     lab = LABS[lab_name]
     if choice == "reference":
-        return Implementation(lab.reference_namespace(), f"the reference module {lab.module}")
+        return _reference(lab)
     return _notebook_session(choice, lab)[1]()
+
+
+def _reference(lab) -> Implementation:
+    """The package reference, in-process (plain ``pytest tests/hidden``, and a learner's kernel)."""
+    return Implementation(lab.reference_namespace(), f"the reference module {lab.module}")
 
 
 def _notebook_session(path, lab):

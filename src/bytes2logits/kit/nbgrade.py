@@ -35,6 +35,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor, SaveAutoGrades
 from traitlets import Float
 
+from .build import _nbgrader_meta as _meta
 from .labs import find_lab, tool_env
 from .nbexec import RobustExecute
 
@@ -87,10 +88,6 @@ class SandboxedExecute(RobustExecute):
     def __init__(self, *args, **kwargs):
         kwargs["kernel_manager_class"] = SandboxedKernelManager
         super().__init__(*args, **kwargs)
-
-
-def _meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
 
 
 def _failed_results(lab, why: str) -> dict:

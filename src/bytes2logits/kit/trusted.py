@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .build import _nbgrader_meta as _meta
 from .labs import Lab, find_lab, hidden_root
 
 __all__ = ["TaskResult", "grade_submission", "instructor_cells", "main"]
@@ -32,8 +33,6 @@ __all__ = ["TaskResult", "grade_submission", "instructor_cells", "main"]
 TASK_SECONDS = 300.0  # all the calls of one task's hidden checks, in the worker
 
 
-def _meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
 
 
 class _Node(dict):

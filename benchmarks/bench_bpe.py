@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""BPE benchmark: ``bytes2logits.bpe`` against HF ``tokenizers`` (training) and ``tiktoken`` (encoding).
+"""BPE benchmark: ``bytes2logits.lessons.bpe`` against HF ``tokenizers`` (training) and ``tiktoken`` (encoding).
 
 * Training: 10 MB of real text to an 8192-token vocabulary (256 bytes + 7936 merges) with
-  :func:`bytes2logits.bpe.train_bpe` and with HF's ``BpeTrainer`` on the same text and the same
+  :func:`bytes2logits.lessons.bpe.train_bpe` and with HF's ``BpeTrainer`` on the same text and the same
   pre-tokenizer (``\\S+|\\s+``, then GPT-2's byte-level alphabet), single thread
   (``RAYON_NUM_THREADS=1``, ``TOKENIZERS_PARALLELISM=false``, set before ``tokenizers`` is imported).
-* Encoding: the first 5 MB of the corpus with :class:`bytes2logits.bpe.FastBPETokenizer` built from our
-  merges (and, for comparison, lab 04's :class:`~bytes2logits.bpe.BPETokenizer`, which gives the same ids),
+* Encoding: the first 5 MB of the corpus with :class:`bytes2logits.lessons.bpe.FastBPETokenizer` built from our
+  merges (and, for comparison, lab 04's :class:`~bytes2logits.lessons.bpe.BPETokenizer`, which gives the same ids),
   and with a ``tiktoken.Encoding`` built in memory from the same merges (no file is downloaded). Ours is
   timed cold (a fresh tokenizer, empty piece cache: every distinct piece is encoded once, which is the fair
   comparison with tiktoken, which has no cache; the ratio line uses this) and warm (the same text again).
@@ -73,8 +73,8 @@ def load_corpus(corpus: str | None, size: int) -> tuple[str, str]:
 
 
 def time_ours_train(text: str, vocab_size: int) -> tuple[float, dict, list]:
-    """Train ``bytes2logits.bpe.train_bpe`` to ``vocab_size`` tokens; return seconds, vocab, merges."""
-    from bytes2logits.bpe import train_bpe
+    """Train ``bytes2logits.lessons.bpe.train_bpe`` to ``vocab_size`` tokens; return seconds, vocab, merges."""
+    from bytes2logits.lessons.bpe import train_bpe
 
     start = time.perf_counter()
     vocab, merges = train_bpe(text, vocab_size - 256, progress=sys.stderr.isatty())
@@ -104,7 +104,7 @@ def time_hf_train(text: str, vocab_size: int) -> tuple[float, int]:
 
 def time_encode(text: str, vocab: dict, merges: list) -> dict:
     """MB/s of our encoder (cold and warm cache) and of tiktoken built from the same merges."""
-    from bytes2logits.bpe import BPETokenizer, FastBPETokenizer
+    from bytes2logits.lessons.bpe import BPETokenizer, FastBPETokenizer
 
     size = len(text.encode("utf-8")) / MB
     cold = warm = math.inf
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> dict:
     enc = time_encode(text[: int(args.encode_mb * MB)], vocab, merges)
 
     rows = [
-        ("train: bytes2logits.bpe.train_bpe", f"{ours_s:8.2f} s", f"{len(merges)} merges"),
+        ("train: bytes2logits.lessons.bpe.train_bpe", f"{ours_s:8.2f} s", f"{len(merges)} merges"),
         ("train: HF tokenizers BpeTrainer (1 thread)", f"{hf_s:8.2f} s", f"{hf_merges} merges"),
         ("encode: FastBPETokenizer, cold cache", f"{enc['ours_cold_MBps']:8.2f} MB/s", f"{enc['tokens']} tokens"),
         ("encode: FastBPETokenizer, warm cache", f"{enc['ours_warm_MBps']:8.2f} MB/s", ""),

@@ -1,4 +1,4 @@
-"""Benchmark: bytes2logits.quants.dequantize against gguf-py's gguf.quants.dequantize.
+"""Benchmark: bytes2logits.engine.quants.dequantize against gguf-py's gguf.quants.dequantize.
 
 Run it as ``python benchmarks/bench_dequant.py`` (``--help`` for options). It times, in the same process and
 interleaved so that a busy machine slows both sides alike, taking the best of a few repeats:
@@ -33,8 +33,8 @@ except ImportError:  # running from a checkout without the package installed
 import gguf
 from gguf.quants import dequantize as gguf_dequantize
 
-from bytes2logits.gguf import GGML_BLOCK_SIZES, GGMLType, GGUFReader
-from bytes2logits.quants import DEQUANTIZE_TYPES, dequantize
+from bytes2logits.engine.gguf import GGML_BLOCK_SIZES, GGMLType, GGUFReader
+from bytes2logits.engine.quants import DEQUANTIZE_TYPES, dequantize
 
 # byte offsets of the fp16 scales in one block, so synthetic blocks get finite, ordinary scales
 _HALF_FIELDS = {
@@ -93,10 +93,10 @@ def bench_smollm2(repeats: int) -> dict | None:
         best_ours = best_theirs = float("inf")
         for _ in range(repeats):
             gc.collect()
-            ours = sum(_time(lambda: dequantize(raw, t, shape)) for raw, t, shape, _ in jobs)
+            ours = sum(_time(lambda raw=raw, t=t, shape=shape: dequantize(raw, t, shape)) for raw, t, shape, _ in jobs)
             best_ours = min(best_ours, ours)
             gc.collect()
-            theirs = sum(_time(lambda: _theirs(rows, t)) for _, t, _, rows in jobs)
+            theirs = sum(_time(lambda rows=rows, t=t: _theirs(rows, t)) for _, t, _, rows in jobs)
             best_theirs = min(best_theirs, theirs)
     return {"tensors": len(jobs), **_figures(n_values, best_ours, best_theirs)}
 
@@ -123,8 +123,8 @@ def bench_synthetic(n_values: int, repeats: int, seed: int = 0) -> dict[str, dic
         _theirs(raw, t)
         best_ours = best_theirs = float("inf")
         for _ in range(repeats):
-            best_ours = min(best_ours, _time(lambda: dequantize(raw, t, shape)))
-            best_theirs = min(best_theirs, _time(lambda: _theirs(raw, t)))
+            best_ours = min(best_ours, _time(lambda raw=raw, t=t, shape=shape: dequantize(raw, t, shape)))
+            best_theirs = min(best_theirs, _time(lambda raw=raw, t=t: _theirs(raw, t)))
         results[t.name] = _figures(shape[0] * shape[1], best_ours, best_theirs)
         del raw
     return results

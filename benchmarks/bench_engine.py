@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
 
     from bytes2logits import assets
-    from bytes2logits.model import Model
+    from bytes2logits.engine.model import Model
 
     path = Path(assets.path("smollm2"))
     rss0 = _rss_mib()

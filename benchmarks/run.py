@@ -21,7 +21,7 @@ def main() -> int:
     import bench_engine
     import bench_grading
 
-    print("== dequantization: bytes2logits.quants vs gguf-py ==")
+    print("== dequantization: bytes2logits.engine.quants vs gguf-py ==")
     dq = bench_dequant.main(["--repeats", "3"])
     print()
     print("== forward pass: NumPy engine vs llama.cpp (SmolLM2-135M-Instruct) ==")

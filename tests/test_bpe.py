@@ -1,4 +1,4 @@
-"""Tests of the byte-level BPE reference (bytes2logits.bpe): training, encoding, the closed codec."""
+"""Tests of the byte-level BPE reference (bytes2logits.lessons.bpe): training, encoding, the closed codec."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from bytes2logits.bpe import (
+from bytes2logits.lessons.bpe import (
     _BATCH_MIN_PIECES,
     BPETokenizer,
     ByteLevelCodec,
@@ -24,7 +24,7 @@ from bytes2logits.bpe import (
     token_to_printable,
     train_bpe,
 )
-from bytes2logits.tokenizer import BYTE_TO_CHAR
+from bytes2logits.text import BYTE_TO_CHAR
 
 # The chapter's worked example and the lab corpus (first merge ('a','t') with 8 beats ('t','h') with 6).
 WORKED_EXAMPLE = " ".join(["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3)
@@ -395,7 +395,7 @@ def test_bytes_to_unicode_is_gpt2_map():
         seen.update(c.encode())
     assert len(seen) == 256 - 13  # C0, C1 and F5..FF never occur in UTF-8: printable, so they map to themselves
     assert all(table[b] == chr(b) for b in set(range(256)) - seen)
-    assert table == BYTE_TO_CHAR and table is not bytes_to_unicode()
+    assert table == BYTE_TO_CHAR and table is not bytes_to_unicode()  # a fresh dict: callers may mutate it
     assert table[0x20] == "Ġ" and table[0x0A] == "Ċ" and table[ord("a")] == "a"
     assert len(set(table.values())) == 256
     assert token_to_printable(b" the") == "Ġthe"

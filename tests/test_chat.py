@@ -1,4 +1,4 @@
-"""Tests for bytes2logits.chat: conformance with transformers' renderer on real templates, error lines,
+"""Tests for bytes2logits.engine.chat: conformance with transformers' renderer on real templates, error lines,
 the sandbox and the render limits.
 
 The oracle is ``transformers.utils.chat_template_utils.render_jinja_template`` (what
@@ -18,7 +18,13 @@ from pathlib import Path
 import pytest
 
 from bytes2logits import assets
-from bytes2logits.chat import CHATML_TEMPLATE, MAX_LOOP_ITERATIONS, ChatTemplate, TemplateError, validate_messages
+from bytes2logits.engine.chat import (
+    CHATML_TEMPLATE,
+    MAX_LOOP_ITERATIONS,
+    ChatTemplate,
+    TemplateError,
+    validate_messages,
+)
 
 BOS, EOS = "<|test_bos|>", "<|test_eos|>"
 
@@ -101,12 +107,12 @@ TEMPLATES_DIR = _templates_dir()
 TEMPLATE_NAMES = sorted(p.name for p in TEMPLATES_DIR.glob("*.jinja")) if TEMPLATES_DIR else []
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _source(template_name: str) -> str:
     return (TEMPLATES_DIR / template_name).read_text(encoding="utf-8")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ours(template_name: str) -> ChatTemplate | TemplateError:
     try:
         return ChatTemplate(_source(template_name), bos_token=BOS, eos_token=EOS, name=template_name)
@@ -270,7 +276,8 @@ def test_unknown_filter_is_a_compile_error_with_its_line():
 
 
 def test_runtime_undefined_call_names_line_5():
-    source = "{# 1 #}\n{# 2 #}\n{% for m in messages %}\n{{ m.content }}\n{{ m.content.no_such_method() }}\n{% endfor %}"
+    source = ("{# 1 #}\n{# 2 #}\n{% for m in messages %}\n{{ m.content }}\n{{ m.content.no_such_method() }}\n"
+              "{% endfor %}")
     with pytest.raises(TemplateError) as info:
         ChatTemplate(source, name="t.jinja").render(HI)
     message = str(info.value)
@@ -286,7 +293,8 @@ def test_runtime_error_in_a_macro_names_the_macro_line_and_crlf_counts_once():
 
 
 def test_raise_exception_names_its_line_and_message():
-    source = "{% if messages[0].role != 'system' %}\n  {{ raise_exception('a system message is required') }}\n{% endif %}"
+    source = ("{% if messages[0].role != 'system' %}\n  {{ raise_exception('a system message is required') }}\n"
+              "{% endif %}")
     with pytest.raises(TemplateError, match=r"line 2: the template raised an error: a system message is required"):
         ChatTemplate(source, name="strict").render(HI)
 
@@ -295,7 +303,7 @@ def test_line_mapping_works_on_raw_and_rewritten_tracebacks():
     # Jinja normally rewrites tracebacks (jinja2.debug) into fake frames that carry the template line; a
     # traceback that was not rewritten has frames of the compiled Python code, mapped through the template's
     # debug info. Both must give the same template line.
-    from bytes2logits import chat
+    from bytes2logits.engine import chat
 
     t = ChatTemplate("a\nb\n{{ messages[0].content.nope() }}")
     template = t._template
@@ -423,7 +431,7 @@ def test_bad_tools_and_documents(kwargs, match):
 def test_docstring_examples():
     import doctest
 
-    from bytes2logits import chat
+    from bytes2logits.engine import chat
 
     assert doctest.testmod(chat).failed == 0
 

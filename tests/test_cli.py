@@ -10,10 +10,10 @@ import sys
 import pytest
 
 from bytes2logits import assets
-from bytes2logits.generate import Sampler
-from bytes2logits.model import Model
-from bytes2logits.session import ChatSession
-from bytes2logits.tokenizer import Tokenizer
+from bytes2logits.engine.generate import Sampler
+from bytes2logits.engine.model import Model
+from bytes2logits.engine.session import ChatSession
+from bytes2logits.engine.tokenizer import Tokenizer
 
 MODEL = str(assets.path("smollm2"))
 
@@ -66,7 +66,8 @@ def test_inspect_prints_metadata_and_tensors():
 def test_errors_are_one_clear_line(tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF" + bytes(40))
-    for args in (("inspect", str(bad)), ("chat", "--model", str(bad), "-p", "hi"), ("tokenize", "--model", str(bad), "x")):
+    for args in (("inspect", str(bad)), ("chat", "--model", str(bad), "-p", "hi"),
+                 ("tokenize", "--model", str(bad), "x")):
         r = run(*args)
         assert r.returncode == 1, args
         assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr, r.stderr

@@ -1,4 +1,4 @@
-"""Tests for bytes2logits.generate: the sampler stages against plain reference code, and the generation
+"""Tests for bytes2logits.engine.generate: the sampler stages against plain reference code, and the generation
 loop (stops, UTF-8 holdback, context bookkeeping) against fake models whose every call is recorded."""
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bytes2logits.basic import decode_utf8_prefix
-from bytes2logits.errors import ContextFullError
-from bytes2logits.generate import (
+from bytes2logits.engine.generate import (
     Sampler,
     apply_repetition_penalty,
     generate,
@@ -22,6 +20,8 @@ from bytes2logits.generate import (
     top_k_filter,
     top_p_filter,
 )
+from bytes2logits.errors import ContextFullError
+from bytes2logits.lessons.basic import decode_utf8_prefix
 
 # ------------------------------------------------------------------------------------------------
 # Fakes
@@ -610,7 +610,7 @@ def test_streamed_chunks_equal_the_final_text(case):
 
 def test_history_before_start_pos_feeds_the_repetition_penalty():
     """Continuing at start_pos with history= penalises like one long run would."""
-    import bytes2logits.generate as g
+    import bytes2logits.engine.generate as g
 
     seen = []
 

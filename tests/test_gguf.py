@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from bytes2logits import assets
+from bytes2logits.engine.gguf import GGML_BLOCK_SIZES, GGMLType, GGUFReader, ValueType, format_summary
 from bytes2logits.errors import GGUFError
-from bytes2logits.gguf import GGML_BLOCK_SIZES, GGMLType, GGUFReader, ValueType, format_summary
 
 MODELS = assets.path("llama-cpp-models")
 REAL_FILES = sorted(MODELS.glob("ggml-vocab-*.gguf")) + [assets.path("smollm2")]
@@ -229,11 +229,15 @@ F32_T = ("t", (8,), GGMLType.F32, np.zeros(8, "<f4").tobytes())
         (build(n_kv=2**60), "metadata count"),
         (build(tensors=[F32_T], n_tensors=2**62), "tensor count"),
         (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _kv("k", ValueType.STRING, "value")[:-1], "string value of 'k'"),
-        (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _kv("k", ValueType.ARRAY, (ValueType.UINT64, [1, 2, 3]))[:-4], "array 'k' claims 3"),
-        (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _str("k") + struct.pack("<IIQ", 9, 4, 2**61), "claims 2305843009213693952 elements"),
+        (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _kv("k", ValueType.ARRAY, (ValueType.UINT64, [1, 2, 3]))[:-4],
+         "array 'k' claims 3"),
+        (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _str("k") + struct.pack("<IIQ", 9, 4, 2**61),
+         "claims 2305843009213693952 elements"),
         (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 2**63) + bytes(16), "key of metadata entry 0"),
-        (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _str("k") + struct.pack("<I", 13) + bytes(8), "unknown value type id 13"),
-        (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _str("k") + struct.pack("<I", 8) + _str(b"\xff\xfe"), "not valid UTF-8"),
+        (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _str("k") + struct.pack("<I", 13) + bytes(8),
+         "unknown value type id 13"),
+        (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _str("k") + struct.pack("<I", 8) + _str(b"\xff\xfe"),
+         "not valid UTF-8"),
         (build([("k", ValueType.UINT8, 1), ("k", ValueType.UINT8, 2)]), "duplicate metadata key 'k'"),
         (build([("general.alignment", ValueType.UINT32, 3)]), "power of two"),
         (build([("general.alignment", ValueType.UINT8, 32)]), "general.alignment"),

@@ -3,7 +3,6 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -68,13 +67,14 @@ def test_hidden_suites_run_on_a_notebook_through_the_worker():
         if want_pass:
             assert r.returncode == 0 and " passed" in last and "failed" not in last, last
         else:
-            assert "passed" not in last and " failed" in last, f"{notebook.name}: some hidden tests pass on the stub: {last}"
+            assert "passed" not in last and " failed" in last, \
+                f"{notebook.name}: some hidden tests pass on the stub: {last}"
 
 
 def test_missing_name_is_a_teaching_failure():
     impl = Implementation({}, "your notebook")
     with pytest.raises(AttributeError) as info:
-        impl.ByteTokenizer
+        _ = impl.ByteTokenizer
     assert "does not define `ByteTokenizer`" in str(info.value)
     assert isinstance(info.value, AssertionError), "a missing name must count as a failed check, not an error"
 
@@ -135,7 +135,8 @@ def _lab01_copy_with_task1(tmp_path, make_answer):
     """Lab 01's release with task 1's answer cell set to ``make_answer(reference answer)``; (path, check)."""
     lab = LABS["lab01_tokenizers"]
     sol = nbformat.read(lab.source_notebook(), as_version=4)
-    reference = next(c.source for c in sol.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_byte_tokenizer")
+    reference = next(c.source for c in sol.cells
+                     if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_byte_tokenizer")
     nb = nbformat.read(lab.release_notebook(), as_version=4)
     for c in nb.cells:
         if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_byte_tokenizer":
@@ -165,7 +166,7 @@ def test_check_grades_a_learners_partial_copy(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("answer, reason", [
-    ("from bytes2logits.basic import ByteTokenizer", "imports `ByteTokenizer` from the course's reference"),
+    ("from bytes2logits.lessons.basic import ByteTokenizer", "imports `ByteTokenizer` from the course's reference"),
     (None, "the answer is the course's reference code, copied"),
 ])
 def test_check_flags_the_reference_as_an_answer(tmp_path, answer, reason):

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from bytes2logits import assets
+from bytes2logits.engine.model import Model
+from bytes2logits.engine.ops import apply_rope, attention, rms_norm, rope_angles
 from bytes2logits.errors import ContextFullError, GGUFError
-from bytes2logits.model import Model, apply_rope, attention, rms_norm, rope_angles
 
 PROMPT = [1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407, 19712,
           8182, 2, 198, 1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198]
@@ -159,7 +160,8 @@ def _tiny_llama(path, *, extra=(), **keys):
             "llama.feed_forward_length": ff, "llama.attention.head_count": 4, "llama.attention.head_count_kv": 2,
             "llama.rope.freq_base": 10000.0, "llama.attention.layer_norm_rms_epsilon": 1e-5, **keys}
     for k, v in meta.items():
-        (w.add_uint32 if isinstance(v, int) and v >= 0 else w.add_float32 if isinstance(v, float) else w.add_int32)(k, v)
+        add = w.add_uint32 if isinstance(v, int) and v >= 0 else w.add_float32 if isinstance(v, float) else w.add_int32
+        add(k, v)
     shapes = {"token_embd.weight": (vocab, d), "output_norm.weight": (d,), "blk.0.attn_norm.weight": (d,),
               "blk.0.ffn_norm.weight": (d,), "blk.0.attn_q.weight": (d, d), "blk.0.attn_k.weight": (d // 2, d),
               "blk.0.attn_v.weight": (d // 2, d), "blk.0.attn_output.weight": (d, d),

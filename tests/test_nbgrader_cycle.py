@@ -185,12 +185,12 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
     def ref_case(sid, code):
         add(sid, {**honest, "answer_byte_tokenizer": code}, cheated, flagged=True)
 
-    ref_case("ref_import", "from bytes2logits.basic import ByteTokenizer")
+    ref_case("ref_import", "from bytes2logits.lessons.basic import ByteTokenizer")
     ref_case("ref_wrapper", "from bytes2logits import basic\n\n\nclass ByteTokenizer(basic.ByteTokenizer):\n"
                             "    \"\"\"Mine.\"\"\"\n")
-    ref_case("ref_reload", "import importlib\nimport bytes2logits.basic as b\n\nimportlib.reload(b)\n"
+    ref_case("ref_reload", "import importlib\nimport bytes2logits.lessons.basic as b\n\nimportlib.reload(b)\n"
                            "ByteTokenizer = b.ByteTokenizer")
-    ref_case("ref_exec", "src = open(__import__('bytes2logits.basic').basic.__file__).read()\nexec(src)")
+    ref_case("ref_exec", "src = open(__import__('bytes2logits.lessons.basic').basic.__file__).read()\nexec(src)")
     ref_case("ref_copy", correct["answer_byte_tokenizer"])
 
     # ---- attacks on the grading machinery from the kernel (a stub task 1 that would fake its points)
@@ -204,7 +204,8 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
                         "        f.__globals__['run_hidden_tests'] = lambda *a, **k: 3\n"
                         "        f.__code__ = (lambda *a, **k: 3).__code__")
     machinery("patch_pytest", "import contextlib\nimport pytest\npytest.main = lambda *a, **k: 0\n"
-                              "pytest.fail = lambda *a, **k: None\npytest.raises = lambda *a, **k: contextlib.nullcontext()")
+                              "pytest.fail = lambda *a, **k: None\n"
+                              "pytest.raises = lambda *a, **k: contextlib.nullcontext()")
     # Reaching builtins or sys.modules is dynamic code: the scan flags it before anything runs.
     machinery("patch_builtins", "__builtins__.isinstance = lambda *a: True\n"
                                 "__builtins__.AssertionError = ZeroDivisionError", flagged=True)
@@ -223,8 +224,10 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
         "class L(list):\n    def __eq__(self, other):\n        return True\n\n\n"
         "class S(str):\n    def __eq__(self, other):\n        return True\n    __hash__ = str.__hash__\n\n\n"
         "class I(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n\n\n"
-        "class ByteTokenizer:\n    vocab_size = I(7)\n\n    def encode(self, text):\n        return L()\n\n"
-        "    def decode_bytes(self, ids):\n        return S('')\n\n    def decode(self, ids):\n        return S('')\n")},
+        "class ByteTokenizer:\n    vocab_size = I(7)\n\n"
+        "    def encode(self, text):\n        return L()\n\n"
+        "    def decode_bytes(self, ids):\n        return S('')\n\n"
+        "    def decode(self, ids):\n        return S('')\n")},
         cheated)
 
     # ---- attacks on the grader's process, the machine and the other students
@@ -295,9 +298,9 @@ def test_grade_run_exits_zero_with_a_status_line_per_submission(graded_class):
 
 STUDENTS = ["correct", "blank", "partial", "loop", "swallow", "crash", "tamper", "deleted", "warn", "shadow",
             "ref_import", "ref_wrapper", "ref_reload", "ref_exec", "ref_copy", "bridge", "patch_pytest",
-            "patch_builtins", "patch_sys_modules", "displayhook", "showtraceback", "always_equal", "subclasses", "kill_parent",
-            "kill_group", "fork_bomb", "memory_bomb", "output_flood", "sleeper", "network", "write_outside",
-            "read_hidden"]
+            "patch_builtins", "patch_sys_modules", "displayhook", "showtraceback", "always_equal", "subclasses",
+            "kill_parent", "kill_group", "fork_bomb", "memory_bomb", "output_flood", "sleeper", "network",
+            "write_outside", "read_hidden"]
 
 
 @pytest.mark.parametrize("student", STUDENTS)

@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from parity_fixtures import TINY_ARCHS, load_smollm2_fixture, load_tiny_fixture  # noqa: E402
 
 from bytes2logits import assets  # noqa: E402
-from bytes2logits.model import Model  # noqa: E402
-from bytes2logits.tokenizer import Tokenizer  # noqa: E402
+from bytes2logits.engine.model import Model  # noqa: E402
+from bytes2logits.engine.tokenizer import Tokenizer  # noqa: E402
 
 EXACT = load_smollm2_fixture("exact")
 GGML = load_smollm2_fixture("ggml")
@@ -127,7 +127,7 @@ def test_template_and_tokenizer_give_llama_cpp_prompt_ids(k):
 
 def test_generate_loop_reproduces_llama_cpp_greedy(exact_model):
     """The generation loop (prefill of the last row only, then one token per step) gives llama.cpp's ids."""
-    from bytes2logits.generate import Sampler, generate
+    from bytes2logits.engine.generate import Sampler, generate
 
     tok = Tokenizer.from_gguf(exact_model.reader)
     p = EXACT["prompts"][1]

@@ -1,4 +1,4 @@
-"""Tests of bytes2logits.patches: patches, their inverse, the patch embedding and placeholder expansion.
+"""Tests of bytes2logits.lessons.patches: patches, their inverse, the patch embedding and placeholder expansion.
 
 The lab 10 hidden suites check the lab's contract against slow pixel loops; these tests add what the lab
 does not grade: the module's doctests, agreement with an independent windowing (NumPy's
@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
 
-from bytes2logits import patches as patches_module
-from bytes2logits.patches import (
+from bytes2logits.lessons import patches as patches_module
+from bytes2logits.lessons.patches import (
     PatchEmbedding,
     expand_placeholders,
     pad_to_multiple,
@@ -30,7 +30,6 @@ from bytes2logits.patches import (
     sincos_tables,
     unpatchify,
 )
-
 
 # The lab 10 suites' pixel loop and random images (one copy of that code).
 oracle = SimpleNamespace(**runpy.run_path(str(Path(__file__).resolve().parent / "hidden" / "lab10_image_patches"

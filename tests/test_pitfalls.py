@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bytes2logits import pitfalls
-from bytes2logits.pretokenizers import PRE_TOKENIZERS, split
+from bytes2logits.engine.pretokenizers import PRE_TOKENIZERS, split
+from bytes2logits.lessons import pitfalls
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Tests for bytes2logits.quants: dequantization bit-exact against gguf-py, activation fake-quantization.
+"""Tests for bytes2logits.engine.quants: dequantization bit-exact against gguf-py, activation fake-quantization.
 
 gguf-py (``gguf.quants``) is the oracle: it mirrors ggml's ``dequantize_row_*`` and the reference
 ``quantize_row_q8_0_ref``. Every comparison is on the float32 *bits* (``.view(np.uint32)``), so NaN
@@ -17,10 +17,9 @@ from gguf.quants import dequantize as gguf_dequantize
 from gguf.quants import quantize as gguf_quantize
 
 from bytes2logits import assets
-from bytes2logits import quants
-from bytes2logits.errors import GGUFError
-from bytes2logits.gguf import GGML_BLOCK_SIZES, GGMLType, GGUFReader
-from bytes2logits.quants import (
+from bytes2logits.engine import quants
+from bytes2logits.engine.gguf import GGML_BLOCK_SIZES, GGMLType, GGUFReader
+from bytes2logits.engine.quants import (
     ACTIVATION_TYPES,
     DEQUANTIZE_TYPES,
     VEC_DOT_TYPE,
@@ -29,6 +28,7 @@ from bytes2logits.quants import (
     fake_quantize,
     quantize_activation,
 )
+from bytes2logits.errors import GGUFError
 
 # Byte offsets of the fp16 scale fields (d, dmin, m) inside one block of each quantized type.
 HALF_FIELDS = {

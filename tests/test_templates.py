@@ -1,4 +1,4 @@
-"""Tests for bytes2logits.templates, lab 07's reference: agreement with transformers on llama.cpp's 70 real
+"""Tests for bytes2logits.lessons.templates, lab 07's reference: agreement with transformers on llama.cpp's 70 real
 templates, agreement with the engine's hardened renderer, the error messages, and the committed fixture.
 
 The lab's hidden suites (tests/hidden/lab07_chat_templates) also run against this module in plain pytest;
@@ -20,10 +20,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bytes2logits import assets, templates
-from bytes2logits.chat import CHATML_TEMPLATE, ChatTemplate
+from bytes2logits import assets
+from bytes2logits.engine.chat import CHATML_TEMPLATE, ChatTemplate
 from bytes2logits.errors import TemplateError
-from bytes2logits.templates import (
+from bytes2logits.lessons import templates
+from bytes2logits.lessons.templates import (
     compile_template,
     make_environment,
     render_chatml,
@@ -150,7 +151,8 @@ def test_render_chatml_equals_the_chatml_template(messages, generation):
 def test_render_chatml_examples():
     hi = [{"role": "user", "content": "Hi"}]
     assert render_chatml(hi) == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
-    assert render_chatml(hi, False, "Be brief.") == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+    assert render_chatml(hi, False, "Be brief.") == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n")
     with pytest.raises(ValueError, match=r"message 1 has no 'content' field"):
         render_chatml([*hi, {"role": "assistant"}])
     with pytest.raises(TypeError, match=r"message 0: 'content' must be a str, got list"):

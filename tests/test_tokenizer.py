@@ -1,4 +1,4 @@
-"""Behaviour of bytes2logits.tokenizer beyond fixture parity: round trips, special-token safety,
+"""Behaviour of bytes2logits.engine.tokenizer beyond fixture parity: round trips, special-token safety,
 streaming, errors and speed. Parity with llama.cpp's expected ids is in test_tokenizer_parity.py."""
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from bytes2logits import assets
-from bytes2logits.basic import REPLACEMENT, StreamDecoder
+from bytes2logits.engine.gguf import GGUFReader
+from bytes2logits.engine.pretokenizers import PRE_TOKENIZERS, split
+from bytes2logits.engine.tokenizer import Tokenizer, TokenType, bpe_merge, spm_merge
 from bytes2logits.errors import TokenizerError
-from bytes2logits.gguf import GGUFReader
-from bytes2logits.pretokenizers import PRE_TOKENIZERS, split
-from bytes2logits.tokenizer import BYTE_TO_CHAR, TokenType, Tokenizer, bpe_merge, spm_merge
+from bytes2logits.lessons.basic import REPLACEMENT, StreamDecoder
+from bytes2logits.text import BYTE_TO_CHAR
 
 FAST = settings(derandomize=True, max_examples=150, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from bytes2logits import assets
-from bytes2logits.gguf import GGUFReader
+from bytes2logits.engine.gguf import GGUFReader
+from bytes2logits.engine.tokenizer import SUPPORTED_MODELS, Tokenizer
 from bytes2logits.errors import TokenizerError
-from bytes2logits.tokenizer import SUPPORTED_MODELS, Tokenizer
 
 SEP = "\n__ggml_vocab_test__\n"
 

@@ -265,7 +265,7 @@ def test_ci_never_takes_the_fallback():
 def test_reference_runs_through_the_same_path_for_gates():
     from bytes2logits.kit.remote import peak_memory, timed
 
-    ref = Submission(module="bytes2logits.bpe", names=("train_bpe",))
+    ref = Submission(module="bytes2logits.lessons.bpe", names=("train_bpe",))
     try:
         impl = RemoteImplementation(ref, "reference")
         (_, merges), seconds = timed(impl.train_bpe, "low lower lowest " * 200, 5)
@@ -283,14 +283,15 @@ LAB03 = LABS["lab03_bpe_training"]
 
 
 @pytest.mark.parametrize("source, flagged", [
-    ("from bytes2logits.bpe import train_bpe", True),
-    ("from bytes2logits.bpe import build_vocab\n\ndef train_bpe(text, n):\n    return build_vocab([]), []", False),
-    ("import bytes2logits.bpe as b\ntrain_bpe = b.train_bpe", True),
+    ("from bytes2logits.lessons.bpe import train_bpe", True),
+    ("from bytes2logits.lessons.bpe import build_vocab\n\ndef train_bpe(text, n):\n    return build_vocab([]), []",
+     False),
+    ("import bytes2logits.lessons.bpe as b\ntrain_bpe = b.train_bpe", True),
     ("from bytes2logits import bpe", True),
-    ("import importlib\nm = importlib.import_module('bytes2logits.bpe')", True),
+    ("import importlib\nm = importlib.import_module('bytes2logits.lessons.bpe')", True),
     ("exec(open('x.py').read())", True),
     ("import re\n\ndef train_bpe(text, n):\n    return re.findall('.', text), []", False),
-    ("import sys\nf = sys.modules['bytes2logits.bpe'].train_bpe", True),
+    ("import sys\nf = sys.modules['bytes2logits.lessons.bpe'].train_bpe", True),
 ])
 def test_scan_flags_uses_of_the_reference(source, flagged):
     findings = scan_cells(LAB03, [(5, source, "train_bpe")])

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bytes2logits import assets, vocab_files
+from bytes2logits import assets
 from bytes2logits.errors import TokenizerError
-from bytes2logits.pitfalls import udhr_samples
+from bytes2logits.lessons import vocab_files
+from bytes2logits.lessons.pitfalls import udhr_samples
 
 SEP = "\n__ggml_vocab_test__\n"
 
@@ -54,7 +55,8 @@ def texts():
 @pytest.fixture(scope="module")
 def tiktoken_encodings():
     """tiktoken's gpt2 and cl100k_base encodings, built from the course's asset files (no download)."""
-    tiktoken = pytest.importorskip("tiktoken", reason="tiktoken is the oracle here; it comes with the test extras (pip install -e .[test])")
+    tiktoken = pytest.importorskip(
+        "tiktoken", reason="tiktoken is the oracle here; it comes with the test extras (pip install -e .[test])")
     from tiktoken import load
     from tiktoken_ext import openai_public
 

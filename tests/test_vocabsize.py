@@ -1,4 +1,4 @@
-"""Tests of bytes2logits.vocabsize: the merge-prefix slice on real text, the curve, costs read from SmolLM2."""
+"""Tests of bytes2logits.lessons.vocabsize: the merge-prefix slice on real text, the curve, costs read from SmolLM2."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import math
 
 import pytest
 
-from bytes2logits import assets, vocabsize
-from bytes2logits.bpe import BPETokenizer, build_vocab, train_bpe
-from bytes2logits.gguf import GGUFReader
-from bytes2logits.vocabsize import (
+from bytes2logits import assets
+from bytes2logits.engine.gguf import GGUFReader
+from bytes2logits.lessons import vocabsize
+from bytes2logits.lessons.bpe import BPETokenizer, build_vocab, train_bpe
+from bytes2logits.lessons.vocabsize import (
     choose_vocab_size,
     compression_curve,
     embedding_fraction,

@@ -1,7 +1,7 @@
 """The chapter views are pure functions; the widgets only wire them up."""
 
-from bytes2logits import ByteTokenizer, StreamDecoder
 from bytes2logits.kit.widgets import stream_rows, utf8_explorer, utf8_rows, utf8_table_html
+from bytes2logits.lessons.basic import ByteTokenizer, StreamDecoder
 
 
 def test_utf8_rows():
@@ -32,8 +32,8 @@ def test_stream_rows_concatenate_to_text():
 
 
 # -- the BPE merge stepper (chapter 03) -------------------------------------------------------------------------
-from bytes2logits.bpe import train_bpe  # noqa: E402
-from bytes2logits.kit.merge_stepper import bpe_trace, merge_stepper, step_html  # noqa: E402
+from bytes2logits.lessons.bpe import train_bpe  # noqa: E402
+from bytes2logits.lessons.merge_stepper import bpe_trace, merge_stepper, step_html  # noqa: E402
 
 WORKED = " ".join(["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3)
 
@@ -82,8 +82,8 @@ def test_merge_stepper_buttons_move_through_steps():
 
 def test_encode_steps_follow_rank_and_match_the_tokenizer():
     """Replaying merges by rank on a piece ends in the same tokens the BPE tokenizer produces."""
-    from bytes2logits.bpe import BPETokenizer, build_vocab
-    from bytes2logits.kit.merge_stepper import encode_steps
+    from bytes2logits.lessons.bpe import BPETokenizer, build_vocab
+    from bytes2logits.lessons.merge_stepper import encode_steps
 
     _, merges = train_bpe(WORKED, 12)
     trail = encode_steps("lowest", merges)

@@ -424,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     man_path = OUT_DIR / "manifest.json"
     old = json.loads(man_path.read_text()) if man_path.exists() else {}
     manifest: dict = {
-        "generated_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "generated_utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "generator": "tools/make_parity_fixtures.py",
         "llama_cpp_python": llama_cpp.__version__,
         "gguf_py": _gguf_version(),

@@ -44,7 +44,7 @@ import transformers
 from transformers.utils.chat_template_utils import render_jinja_template
 
 from bytes2logits import assets
-from bytes2logits.gguf import GGUFReader
+from bytes2logits.engine.gguf import GGUFReader
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "hidden" / "lab07_chat_templates" / "template_fixtures.json"

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
     if cmd in ("chat", "tokenize", "inspect"):
-        from . import cli
+        from .engine import cli
 
         return getattr(cli, f"{cmd}_main")(rest)
     if cmd == "check":

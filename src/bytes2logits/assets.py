@@ -70,6 +70,7 @@ class Asset:
     pip_args: tuple[str, ...] = ()
 
     def folder(self) -> Path:
+        """Where this asset's files live once fetched (a folder of the cache)."""
         return cache_dir() / self.name
 
 
@@ -168,7 +169,8 @@ _PINNED: dict[str, dict[str, str]] = {
     "botchan": {"botchan.txt": "464bd5300c24fce16fcc4555d4231a57632caae4d0090ad6aa92854a3b227ba7"},
     "llama-cpp-models": {"*": "ac2b5809b215952164e66eee4a9978098dd41287efcdc1f8569322404fdb5d3e"},
     "enwiki": {
-        "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2": "a53f4648dec40467ebdcbc7a1307eddb51fe6e28e9309f6ebde81ba0d04bea2d",
+        "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2":
+            "a53f4648dec40467ebdcbc7a1307eddb51fe6e28e9309f6ebde81ba0d04bea2d",
     },
     "smollm2": {
         "SmolLM2-135M-Instruct.Q4_1.gguf": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
@@ -210,10 +212,12 @@ def _get(name: str) -> Asset:
 
 
 def fetch_command(name: str) -> str:
+    """The command a learner should run to fetch the asset ``name`` (for error messages)."""
     return f"python -m bytes2logits.assets fetch {name}   (or: make assets)"
 
 
 def is_fetched(name: str) -> bool:
+    """True if ``name`` is in the cache and its marker matches the pinned files."""
     asset = _get(name)
     marker = asset.folder() / MARKER
     if not marker.is_file():
@@ -256,6 +260,7 @@ def botchan_text() -> str:
 
 
 def sha256_file(p: Path, progress=None) -> str:
+    """The hex sha256 of a file, read in 1 MiB chunks (``progress``: a tqdm bar to advance by bytes)."""
     h = hashlib.sha256()
     with open(p, "rb") as f:
         while chunk := f.read(1 << 20):
@@ -416,6 +421,7 @@ def _pin(names: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m bytes2logits.assets fetch|list|verify|pin``."""
     parser = argparse.ArgumentParser(prog="python -m bytes2logits.assets", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     for cmd in ("fetch", "list", "verify", "pin"):

@@ -28,37 +28,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .implementation import Implementation
 from .labs import LABS, find_lab, hidden_root
 
-__all__ = ["Implementation", "MissingName", "TestOutcome", "failure_lines", "implementation_for",
+__all__ = ["TestOutcome", "failure_lines", "implementation_for",
            "reference_for", "run_hidden_tests", "run_suite", "run_with"]
 
 _ACTIVE = None  # the implementation under test while run_with / run_hidden_tests runs a suite
 _ACTIVE_REFERENCE = None  # a callable giving the matching reference implementation
-
-
-class MissingName(AssertionError, AttributeError):
-    """The implementation under test does not define a name the task needs."""
-
-
-class Implementation:
-    """Attribute access to the names under test, with a teaching error for a missing one."""
-
-    def __init__(self, names: dict, origin: str):
-        self._names = names
-        self._origin = origin
-
-    def __getattr__(self, name: str):
-        if name.startswith("_") and name not in self._names:
-            raise AttributeError(name)
-        try:
-            return self._names[name]
-        except KeyError:
-            raise MissingName(f"{self._origin} does not define `{name}`: run the cell that defines it "
-                              "and keep the name the task gives") from None
-
-    def __repr__(self) -> str:
-        return f"<implementation from {self._origin}>"
 
 
 def implementation_for(config, lab_name: str):
@@ -92,15 +69,15 @@ def _notebook_session(path, lab):
     """A sandboxed worker holding the notebook at ``path`` (one per notebook and pytest run)."""
     import atexit
 
+    from .notebook import instructor_cells, read_notebook, submission_cells
     from .remote import RemoteImplementation, Submission
-    from .trusted import _cells, instructor_cells, read_notebook
 
     key = (str(Path(path).resolve()), Path(path).stat().st_mtime_ns)
     if key not in _NOTEBOOK_CACHE:
         nb = read_notebook(path)
         instructor_cells(nb, read_notebook(lab.source_notebook()))
         given = {name: getattr(lab.reference_module(), name) for name in lab.given}
-        sub = Submission(_cells(nb, lab)[0], given=given, label=Path(path).name)
+        sub = Submission(submission_cells(nb, lab)[0], given=given, label=Path(path).name)
         atexit.register(sub.close)
         impl = RemoteImplementation(sub, f"notebook {Path(path).name}", given)
         box = {}

@@ -105,9 +105,11 @@ def scan_cells(lab: Lab, cells: list[tuple[int, str, str | None]]) -> list[Findi
                 for alias in node.names:
                     root = alias.name.split(".")[0]
                     if root == "bytes2logits":
-                        findings.append(Finding(own, index, f"imports the module {alias.name}, which holds the reference"))
+                        findings.append(Finding(own, index,
+                                                f"imports the module {alias.name}, which holds the reference"))
                     elif root in _DYNAMIC_MODULES:
-                        findings.append(Finding(own, index, f"imports {alias.name} (code that reads or runs other code)"))
+                        findings.append(Finding(own, index,
+                                                f"imports {alias.name} (code that reads or runs other code)"))
             elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in _DYNAMIC_MODULES:
                 findings.append(Finding(own, index, f"imports from {node.module} (code that reads or runs other code)"))
             elif isinstance(node, ast.Name) and node.id in _DYNAMIC_NAMES:

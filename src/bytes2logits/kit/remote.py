@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from . import sandbox
+from .implementation import MissingName
 from .rpc import Endpoint, GuardedPolicy, Remote, is_namedtuple
 from .wire import Channel, PeerGone, Timeout, WireError
 
@@ -98,6 +99,9 @@ class _Process:
                 os.close(fd)
 
 
+_DEFAULT_LIMITS = sandbox.Limits()
+
+
 class Submission:
     """A notebook's code loaded in a sandboxed worker, restarted on demand.
 
@@ -107,7 +111,7 @@ class Submission:
     """
 
     def __init__(self, cells=None, *, module: str | None = None, names: tuple[str, ...] = (),
-                 scratch: Path | None = None, limits: sandbox.Limits = sandbox.Limits(),
+                 scratch: Path | None = None, limits: sandbox.Limits = _DEFAULT_LIMITS,
                  call_seconds: float = CALL_SECONDS, cell_seconds: float = CELL_SECONDS, label: str = "submission",
                  given: dict | None = None):
         self.cells = list(cells or [])
@@ -258,8 +262,6 @@ class RemoteImplementation:
         self._cache: dict[str, tuple[int, object]] = {}
 
     def __getattr__(self, name: str):
-        from .grading import MissingName
-
         if name.startswith("__") or name in ("_submission", "_origin", "_given", "_cache"):
             raise AttributeError(name)
         if name in self._given:

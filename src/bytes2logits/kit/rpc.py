@@ -93,9 +93,9 @@ def _allowed_exceptions() -> dict[str, type]:
     import json
 
     table["json.decoder.JSONDecodeError"] = json.JSONDecodeError
-    from .grading import MissingName
+    from .implementation import MissingName
 
-    table["bytes2logits.kit.grading.MissingName"] = MissingName
+    table[f"{MissingName.__module__}.{MissingName.__qualname__}"] = MissingName
     return table
 
 

@@ -25,49 +25,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .build import _nbgrader_meta as _meta
 from .labs import Lab, find_lab, hidden_root
+from .notebook import instructor_cells, read_notebook, submission_cells
 
-__all__ = ["TaskResult", "grade_submission", "instructor_cells", "main"]
+__all__ = ["TaskResult", "grade_submission", "main"]
 
 TASK_SECONDS = 300.0  # all the calls of one task's hidden checks, in the worker
 
 
-
-
-class _Node(dict):
-    """A notebook read as plain JSON: dict items as attributes, like nbformat's NotebookNode.
-
-    The grader reads notebooks this way instead of with nbformat, whose schema validator costs about two
-    seconds to import, per submission.
-    """
-
-    def __getattr__(self, name):
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def __setattr__(self, name, value):
-        self[name] = value
-
-
-def read_notebook(path) -> _Node:
-    """A v4 notebook's cells with ``source`` as one string (what the grader needs: sources and metadata)."""
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    if not isinstance(data, dict) or data.get("nbformat") != 4 or not isinstance(data.get("cells"), list):
-        raise ValueError(f"{path}: not a version 4 notebook")
-    cells = []
-    for i, raw in enumerate(data["cells"]):
-        if not isinstance(raw, dict):
-            raise ValueError(f"{path}: cell {i} is not an object")
-        cell = _Node(raw)
-        src = raw.get("source", "")
-        cell["source"] = "".join(src) if isinstance(src, list) else str(src)
-        cell["metadata"] = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
-        cells.append(cell)
-    return _Node(cells=cells, metadata=data.get("metadata", {}))
 
 
 @dataclass
@@ -91,50 +56,6 @@ class TaskResult:
         return f"{self.task}: {self.passed}/{self.total} hidden checks passed -> {self.score:g}/{self.points:g} points"
 
 
-def instructor_cells(nb, solution) -> None:
-    """Put the instructor's locked cells (set-up and autograder cells) into ``nb``, restoring deleted ones.
-
-    The same rule as nbgrader's autograde: a tampered or deleted locked cell changes nothing.
-    """
-    sol_cells = solution.cells
-    locked = {_meta(c)["grade_id"]: c for c in sol_cells if _meta(c).get("locked") and _meta(c).get("grade_id")}
-    present = set()
-    for i, cell in enumerate(nb.cells):
-        gid = _meta(cell).get("grade_id")
-        if gid in locked:
-            nb.cells[i] = copy.deepcopy(locked[gid])
-            present.add(gid)
-    for k, cell in enumerate(sol_cells):
-        gid = _meta(cell).get("grade_id")
-        if gid not in locked or gid in present:
-            continue
-        position = len(nb.cells)
-        for prev in reversed(sol_cells[:k]):
-            pid = _meta(prev).get("grade_id")
-            idx = next((j for j, c in enumerate(nb.cells) if pid and _meta(c).get("grade_id") == pid), None)
-            if idx is not None:
-                position = idx + 1
-                break
-        nb.cells.insert(position, copy.deepcopy(cell))
-        present.add(gid)
-
-
-def _cells(nb, lab: Lab):
-    """(cells the worker runs, cells the integrity scan reads): autograder cells are in neither."""
-    tasks = {t.id for t in lab.tasks}
-    run, written = [], []
-    for i, cell in enumerate(nb.cells):
-        meta = _meta(cell)
-        if cell.cell_type != "code" or meta.get("grade"):
-            continue
-        run.append((i, cell.source))
-        if not meta.get("locked"):
-            gid = meta.get("grade_id", "")
-            task = gid[len("answer_"):] if gid.startswith("answer_") and gid[len("answer_"):] in tasks else None
-            written.append((i, cell.source, task))
-    return run, written
-
-
 def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | None = None,
                      task_seconds: float = TASK_SECONDS, check_reference_use: bool = True,
                      progress=None) -> list[TaskResult]:
@@ -155,7 +76,7 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
         if lab is None:
             raise ValueError("grade_submission needs the lab when given a notebook object")
     instructor_cells(nb, read_notebook(lab.source_notebook()))
-    run, written = _cells(nb, lab)
+    run, written = submission_cells(nb, lab)
     findings = integrity.scan_cells(lab, written) if check_reference_use else []
     given = {name: getattr(lab.reference_module(), name) for name in lab.given}
     results: list[TaskResult] = []

@@ -9,7 +9,8 @@ from __future__ import annotations
 import html
 import unicodedata
 
-__all__ = ["utf8_rows", "utf8_table_html", "utf8_explorer", "stream_rows", "PALETTE", "token_boxes_html", "token_strip_html"]
+__all__ = ["utf8_rows", "utf8_table_html", "utf8_explorer", "stream_rows", "PALETTE", "token_boxes_html",
+           "token_strip_html"]
 
 #: Light background colours for consecutive tokens (they alternate so that token borders show).
 PALETTE = ["#dbeafe", "#dcfce7", "#fef9c3", "#fce7f3", "#ede9fe", "#ffedd5", "#cffafe", "#e5e7eb"]
@@ -36,7 +37,8 @@ _COLORS = ["#dbeafe", "#dcfce7", "#fef9c3", "#fce7f3", "#ede9fe", "#ffedd5"]
 def utf8_table_html(text: str) -> str:
     """An HTML table for :func:`utf8_rows`, with the bytes of each character in one colour."""
     rows = utf8_rows(text)
-    head = "".join(f"<th style='padding:2px 8px'>{h}</th>" for h in ("char", "code point", "name", "UTF-8 bytes", "ids"))
+    head = "".join(f"<th style='padding:2px 8px'>{h}</th>"
+                   for h in ("char", "code point", "name", "UTF-8 bytes", "ids"))
     body = []
     for k, r in enumerate(rows):
         color = _COLORS[k % len(_COLORS)]

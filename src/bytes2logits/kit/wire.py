@@ -2,8 +2,8 @@
 
 A message is a 4-byte big-endian length and a payload. The payload is a small tagged encoding of exactly
 these types: ``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``, ``bytes``, ``list``, ``tuple``,
-``dict``, ``set``, ``frozenset``, ``Counter``, ``range``, ``pathlib.Path``, NumPy arrays and scalars of a numeric or bool
-dtype, and *handles*: references to an object that stays in the process that owns it.
+``dict``, ``set``, ``frozenset``, ``Counter``, ``range``, ``pathlib.Path``, NumPy arrays and scalars of a
+numeric or bool dtype, and *handles*: references to an object that stays in the process that owns it.
 
 The decoder is the security boundary. It never calls ``pickle`` or any class named by the peer: it builds
 exact builtin types (never a subclass), checks every length against the bytes that are really there, caps

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 def make_vocab(merges, specials=()):
     """Specials first, then the 256 bytes, then each new merged token once (the package's build_vocab)."""
-    from bytes2logits import bpe
+    from bytes2logits.lessons import bpe
 
     return bpe.build_vocab(merges, specials)
 
@@ -90,7 +90,7 @@ def test_random_merges_match_a_slow_encoder(impl, seed):
 
 def test_trained_merges_match_a_slow_encoder(impl):
     """With merges trained on English-like text, encoding agrees with the slow encoder and decodes back."""
-    from bytes2logits.bpe import train_bpe
+    from bytes2logits.lessons.bpe import train_bpe
 
     text = "the quick brown fox jumps over the lazy dog; the dog sleeps.\n" * 20 + "naïve café 日本語"
     vocab, merges = train_bpe(text, 60)
@@ -142,7 +142,7 @@ def test_encode_rejects_bytes(impl):
 @given(st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=80))
 def test_round_trip_any_text(impl, text):
     """decode(encode(text)) == text for any string, and the result is a list of ints."""
-    from bytes2logits.bpe import train_bpe
+    from bytes2logits.lessons.bpe import train_bpe
 
     global _TRAINED
     try:

@@ -21,7 +21,7 @@ _TRAINED = {}
 def trained(impl):
     """A codec trained on a small mixed corpus (cached per implementation)."""
     if id(impl.ByteLevelCodec) not in _TRAINED:
-        from bytes2logits.bpe import train_bpe
+        from bytes2logits.lessons.bpe import train_bpe
 
         vocab, merges = train_bpe("the cat sat on the mat. <bos> ça va? 日本語 😀😀\n\n  " * 10, 50, SPECIALS)
         _TRAINED[id(impl.ByteLevelCodec)] = impl.ByteLevelCodec(vocab, merges, SPECIALS)

@@ -3,7 +3,8 @@
 
 def gpt2_map():
     """GPT-2's rule, built independently: printable Latin-1 bytes stand for themselves, the rest shift to 256+."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    keep = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+            + list(range(ord("®"), ord("ÿ") + 1)))
     out, shift = {}, 0
     for b in range(256):
         if b in keep:

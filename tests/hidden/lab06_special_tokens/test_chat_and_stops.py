@@ -11,7 +11,7 @@ _CACHE = {}
 def tokenizer():
     """The package's reference SpecialTokenizer, so this task is graded on its own."""
     if "tok" not in _CACHE:
-        from bytes2logits import bpe, specials
+        from bytes2logits.lessons import bpe, specials
 
         corpus = "<|im_start|>user\nhello there<|im_end|>\n<|im_start|>assistant\nhi! how can I help?<|im_end|>\n" * 6
         vocab, merges = bpe.train_bpe(corpus, 60, special_tokens=SPECIALS)
@@ -90,11 +90,12 @@ def test_bad_messages_raise(impl):
 
 def test_tokenizer_without_chatml_markers_is_refused(impl):
     """A tokenizer that has no <|im_start|>/<|im_end|> cannot encode ChatML: error naming the token."""
-    from bytes2logits import bpe, specials
+    from bytes2logits.lessons import bpe, specials
 
     vocab, merges = bpe.train_bpe("hello hello", 3, special_tokens=["<bos>", "<eos>"])
     with pytest.raises(ValueError, match="im_"):
-        impl.encode_chatml(specials.SpecialTokenizer(vocab, merges, ["<bos>", "<eos>"]), [{"role": "user", "content": "x"}])
+        impl.encode_chatml(specials.SpecialTokenizer(vocab, merges, ["<bos>", "<eos>"]),
+                           [{"role": "user", "content": "x"}])
 
 
 def test_cut_at_stop(impl):

@@ -15,9 +15,9 @@ _CACHE = {}
 def vocab_and_merges():
     """A small vocabulary trained by the package's reference trainer."""
     if "vm" not in _CACHE:
-        from bytes2logits.bpe import train_bpe
+        from bytes2logits.lessons import bpe
 
-        _CACHE["vm"] = train_bpe(CORPUS, 80, special_tokens=SPECIALS)
+        _CACHE["vm"] = bpe.train_bpe(CORPUS, 80, special_tokens=SPECIALS)
     return _CACHE["vm"]
 
 

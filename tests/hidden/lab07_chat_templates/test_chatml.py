@@ -24,7 +24,7 @@ def chatml_by_rule(messages, add_generation_prompt, default_system=None):
     turns = [(m["role"], m["content"]) for m in messages]
     if default_system is not None and turns[0][0] != "system":
         turns = [("system", default_system)] + turns
-    text = "".join("<|im_start|>%s\n%s<|im_end|>\n" % turn for turn in turns)
+    text = "".join(f"<|im_start|>{role}\n{content}<|im_end|>\n" for role, content in turns)
     return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
 
 

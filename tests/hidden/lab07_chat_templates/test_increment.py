@@ -93,7 +93,7 @@ MESSAGES = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["system", "u
 
 
 def chatml(messages, generation):
-    text = "".join("<|im_start|>%s\n%s<|im_end|>\n" % (m["role"], m["content"]) for m in messages)
+    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
     return text + ("<|im_start|>assistant\n" if generation else "")
 
 

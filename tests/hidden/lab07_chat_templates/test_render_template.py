@@ -281,7 +281,7 @@ def test_smollm2_template_on_any_conversation(impl, messages, generation):
     turns = [(m["role"], m["content"]) for m in messages]
     if turns[0][0] != "system":
         turns.insert(0, ("system", SMOLLM2_SYSTEM))
-    want = "".join("<|im_start|>%s\n%s<|im_end|>\n" % t for t in turns)
+    want = "".join(f"<|im_start|>{role}\n{content}<|im_end|>\n" for role, content in turns)
     want += "<|im_start|>assistant\n" if generation else ""
     got = impl.render_template(SMOLLM2, copy.deepcopy(messages), add_generation_prompt=generation)
     assert type(got) is str and got == want

@@ -138,7 +138,8 @@ def test_malformed_curves_are_refused(impl):
 
 
 def test_mistyped_curves_are_refused(impl):
-    """A point that is not a pair, a size that is not an int (1024.0, True) or a value that is not a number is a TypeError."""
+    """A point that is not a pair, a size that is not an int (1024.0, True) or a value that is not a number is a
+    TypeError."""
     bad = [
         [(1024,)],
         [(1024, 2.0, 3)],

@@ -117,7 +117,7 @@ def test_random_merges_match_a_slow_encoder(impl, seed):
 
 def test_a_slice_equals_a_shorter_run(impl):
     """The curve point at V from a long run equals the compression of a run trained to V - 256 merges only."""
-    from bytes2logits.bpe import train_bpe
+    from bytes2logits.lessons.bpe import train_bpe
 
     text = lab03.corpus(20_000, seed=3)
     _, long_run = train_bpe(text, 120)
@@ -131,7 +131,7 @@ def test_a_slice_equals_a_shorter_run(impl):
 @given(st.text(alphabet="aab bc\né", min_size=1, max_size=40), st.text(alphabet="aab bc\né", min_size=1, max_size=30))
 def test_more_merges_never_cost_tokens(impl, train_text, text):
     """With merges from one run, compression never drops as V grows; bytes per token is 1.0 at V = 256."""
-    from bytes2logits.bpe import train_bpe
+    from bytes2logits.lessons.bpe import train_bpe
 
     _, merges = train_bpe(train_text, 12)
     sizes = list(range(256, 257 + len(merges)))
@@ -171,7 +171,7 @@ SPEED_FACTOR = 10
 
 def test_speed(impl, reference):
     """compression_curve encodes a 300 kB text at six sizes in at most 10x the reference's time."""
-    from bytes2logits.bpe import train_bpe
+    from bytes2logits.lessons.bpe import train_bpe
 
     _, merges = train_bpe(lab03.corpus(100_000, seed=5), 1000)
     text = lab03.corpus(300_000, seed=6)

@@ -123,7 +123,7 @@ def test_smollm2_vocabulary(impl):
     import random
 
     from bytes2logits import assets
-    from bytes2logits.tokenizer import Tokenizer
+    from bytes2logits.engine.tokenizer import Tokenizer
 
     tok = Tokenizer.from_gguf(assets.path("smollm2"))
     pieces = [tok.decode_bytes([i]) for i in range(tok.vocab_size)]
@@ -158,9 +158,9 @@ def test_qwen3_vocabulary_has_mismatches(impl):
     import random
     import unicodedata
 
-    from bytes2logits import vocab_files
-    from bytes2logits.pretokenizers import PRE_TOKENIZERS, split
-    from bytes2logits.tokenizer import TokenType
+    from bytes2logits.engine.pretokenizers import PRE_TOKENIZERS, split
+    from bytes2logits.engine.tokenizer import TokenType
+    from bytes2logits.lessons import vocab_files
 
     tok = vocab_files.load_qwen3()
     assert tok.normalization == "NFC", "test premise: Qwen3 normalizes its input to NFC"

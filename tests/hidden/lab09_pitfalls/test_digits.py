@@ -126,7 +126,7 @@ def test_piece_by_piece(impl, pieces):
 @given(text=st.text(alphabet=DIGITS + OTHERS, max_size=40))
 def test_on_a_real_pre_tokenizer(impl, text):
     """After GPT-2's pre-tokenizer, split_digits leaves every digit alone and keeps all other GPT-2 pieces."""
-    from bytes2logits.pretokenizers import PRE_TOKENIZERS, split
+    from bytes2logits.engine.pretokenizers import PRE_TOKENIZERS, split
 
     pieces = split(text, PRE_TOKENIZERS["gpt-2"].compiled)
     out = impl.split_digits(pieces)

@@ -48,7 +48,7 @@ def test_any_sequence_of_ids(impl):
 def test_real_tokenizer(impl):
     """On SmolLM2's tokenizer the numbers are its token count over the characters and bytes of the text."""
     from bytes2logits import assets
-    from bytes2logits.tokenizer import Tokenizer
+    from bytes2logits.engine.tokenizer import Tokenizer
 
     tok = Tokenizer.from_gguf(assets.path("smollm2"))
     for text in ["All human beings are born free and equal in dignity and rights.",
@@ -104,7 +104,8 @@ def test_relative_types_and_no_mutation(impl):
 
 
 def test_relative_errors(impl):
-    """A missing reference is a KeyError naming it; a zero reference or a bad value is a ValueError naming the language."""
+    """A missing reference is a KeyError naming it; a zero reference or a bad value is a ValueError naming the
+    language."""
     with pytest.raises(KeyError) as info:
         impl.relative_fertility({"de_Latn": 1.0})
     assert "en_Latn" in str(info.value)

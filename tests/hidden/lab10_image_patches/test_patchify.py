@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from bytes2logits.kit.remote import timed
 
-
 # The slow pixel loop and random images, shared with the other lab 10 suite.
 oracle = SimpleNamespace(**runpy.run_path(str(Path(__file__).with_name("pixel_oracle.py"))))
 

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-
 # The slow pixel loop and random images, shared with the other lab 10 suite.
 oracle = SimpleNamespace(**runpy.run_path(str(Path(__file__).with_name("pixel_oracle.py"))))
 

@@ -31,6 +31,8 @@ from itertools import chain
 
 import numpy as np
 
+from ..text import bytes_to_unicode
+
 __all__ = [
     "PRETOKENIZE_PATTERN",
     "pretokenize",
@@ -694,24 +696,6 @@ class ByteLevelCodec(BPETokenizer):
         if token_id in self.special_ids.values():
             return token.decode("utf-8")
         return token_to_printable(token)
-
-
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's printable byte -> character map, as a new ``dict[int, str]`` on every call.
-
-    The 188 bytes that are already printable Latin-1 characters (``!``..``~``, ``¡``..``¬``, ``®``..``ÿ``)
-    stand for themselves; the other 68 (control characters, space, DEL, NBSP, soft hyphen) are given the
-    code points 256, 257, ... in byte order, so a space shows as ``"Ġ"`` (U+0120) and a newline as ``"Ċ"``
-    (U+010A). It is for *display* only: tie-breaking and all comparisons use the raw bytes.
-    """
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    table = {b: chr(b) for b in printable}
-    shifted = 0
-    for b in range(256):
-        if b not in table:
-            table[b] = chr(256 + shifted)
-            shifted += 1
-    return dict(sorted(table.items()))
 
 
 def token_to_printable(token: bytes) -> str:

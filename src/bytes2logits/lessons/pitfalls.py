@@ -238,7 +238,7 @@ def udhr_samples(folder: str | os.PathLike | None = None, *, min_chars: int = 10
     Returns ``{code: LanguageSample}`` sorted by code.
     """
     if folder is None:
-        from . import assets
+        from .. import assets
 
         folder = assets.path("udhr-samples")
     parsed = {p.stem: _read_textproto(p) for p in sorted(Path(folder).glob("*.textproto"))}
@@ -286,7 +286,7 @@ def fertility_table(tokenizers: Mapping[str, Callable[[str], Sequence[int]]], te
 
     path = None
     if cache:
-        from .assets import cache_dir
+        from ..assets import cache_dir
 
         path = cache_dir() / "computed" / f"fertility-{_table_key(tokenizers, texts)}.json"
         try:

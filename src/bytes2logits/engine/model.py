@@ -33,17 +33,22 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
-from .errors import ContextFullError, GGUFError
+from ..errors import GGUFError
+from .checks import check_context, token_id_array
+from .ggml_numerics import GGML
 from .gguf import GGMLType, GGUFReader
+from .ops import EXACT, F32, Numerics
+from .quants import dequantize
 
-__all__ = ["Model", "Hyperparameters", "ARCHITECTURES", "attention", "rms_norm", "rope_angles", "apply_rope", "swiglu"]
+__all__ = ["Model", "Hyperparameters", "ARCHITECTURES", "NUMERICS"]
 
-F32 = np.float32
+#: the implementations of the numerical operations, by the name ``numerics=`` takes
+NUMERICS: dict[str, Numerics] = {n.name: n for n in (EXACT, GGML)}
 
 
 @dataclass(frozen=True)
@@ -145,149 +150,16 @@ class Hyperparameters:
         )
 
 
-# -- the building blocks, each a few lines of NumPy ------------------------------------------------------------
-def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
-    """Scale each row of ``x`` to unit root-mean-square, then multiply by ``weight`` (float32 throughout)."""
-    ms = np.add.reduce(np.square(x), axis=-1, keepdims=True)  # ufunc directly: np.mean's wrapper costs µs
-    ms *= F32(1.0 / x.shape[-1])
-    ms += F32(eps)
-    return x * (F32(1.0) / np.sqrt(ms)) * weight
-
-
-def swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
-    """``silu(gate) * up``, the gated feed-forward activation; ``silu(g) = g * sigmoid(g) = g / (1 + e^-g)``.
-
-    Computed in one float32 buffer (no temporaries per step). For ``g < -88``, ``e^-g`` overflows to inf
-    and the result is ``-0.0``, which is the right limit.
-    """
-    act = np.negative(gate)
-    with np.errstate(over="ignore"):
-        np.exp(act, out=act)
-    act += F32(1.0)
-    np.divide(gate, act, out=act)
-    act *= up
-    return act
-
-
-def rope_angles(n_pos: int, rope_dim: int, base: float, freq_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """Cosine and sine tables of shape ``[n_pos, rope_dim // 2]`` for rotary position embeddings.
-
-    Pair ``i`` of a head at position ``p`` is rotated by the angle ``p * base ** (-2 i / rope_dim)``:
-    low pairs spin fast, high pairs slowly, so relative offsets show up at every scale. The angles are
-    built as ggml builds them (``theta`` multiplied step by step by ``base ** (-2 / rope_dim)`` in float32),
-    so the tables agree with llama.cpp's to the last bit of the angle.
-    """
-    theta = rope_theta(n_pos, rope_dim, base, freq_scale)
-    return np.cos(theta), np.sin(theta)
-
-
-def rope_theta(n_pos: int, rope_dim: int, base: float, freq_scale: float = 1.0) -> np.ndarray:
-    """The rotation angles ``[n_pos, rope_dim // 2]``: ``theta[p, i] = p * base ** (-2 i / rope_dim)``.
-
-    Built as ggml builds them: start from the position and multiply step by step by
-    ``base ** (-2 / rope_dim)`` in float32 (``cumprod``), so the angles match llama.cpp's bit for bit.
-    """
-    half = rope_dim // 2
-    theta_scale = F32(base) ** F32(-2.0 / rope_dim)
-    steps = np.empty((n_pos, half), dtype=F32)
-    steps[:, 0] = np.arange(n_pos, dtype=F32) * F32(freq_scale)
-    steps[:, 1:] = theta_scale
-    return np.cumprod(steps, axis=1, dtype=F32)
-
-
-def rope_pairs(x: np.ndarray, half: int, style: str) -> tuple[np.ndarray, np.ndarray]:
-    """Views of the two halves of every rotated pair along the last axis of ``x``.
-
-    ``"norm"`` (llama in GGUF): pair ``i`` is ``(x[2i], x[2i+1])``; ``"neox"`` (Qwen, GPT-NeoX): pair ``i`` is
-    ``(x[i], x[i + half])``. ``half`` is ``rope_dim // 2``.
-    """
-    if style == "norm":
-        return x[..., 0 : 2 * half : 2], x[..., 1 : 2 * half : 2]
-    return x[..., :half], x[..., half : 2 * half]
-
-
-def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, style: str) -> np.ndarray:
-    """Rotate ``x`` of shape ``[heads, n, head_dim]`` in place by the angles for its ``n`` positions.
-
-    ``cos``/``sin`` have shape ``[n, rope_dim // 2]``. ``style="norm"`` rotates adjacent pairs
-    ``(x[2i], x[2i+1])`` (llama in GGUF), ``"neox"`` rotates ``(x[i], x[i + rope_dim/2])`` (Qwen, GPT-NeoX).
-    Dimensions beyond ``rope_dim`` are left alone.
-    """
-    a, b = rope_pairs(x, cos.shape[-1], style)
-    a0 = a.copy()
-    a *= cos
-    a -= b * sin
-    b *= cos
-    b += a0 * sin
-    return x
-
-
-_QUERY_BLOCK = 64  # queries per block when a long prompt's attention is computed block by block
-
-
-def attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, mask: np.ndarray | None, scale) -> np.ndarray:
-    """Scaled dot-product attention for one layer, all heads at once.
-
-    ``q`` is ``[n_kv_heads, group * n, head_dim]``: the ``group`` query heads that share one KV head are
-    stacked as rows (grouped-query attention), so one batched product serves them all. ``keys``/``values``
-    are ``[n_kv_heads, n_cached, head_dim]``; ``mask`` is ``[n, n_cached]`` (0 or -inf) or None.
-    """
-    nkv, rows, hd = q.shape
-    if mask is not None and mask.shape[0] > 2 * _QUERY_BLOCK:
-        # A long prompt: query block b only sees keys up to its last position, so work block by block and
-        # skip the products the causal mask would zero anyway (about a third of them for 256 tokens).
-        n = mask.shape[0]
-        first = mask.shape[1] - n  # tokens cached before this call
-        qb = q.reshape(nkv, rows // n, n, hd)
-        out = np.empty_like(qb)
-        for b0 in range(0, n, _QUERY_BLOCK):
-            b1 = min(n, b0 + _QUERY_BLOCK)
-            seen = first + b1
-            block = qb[:, :, b0:b1].reshape(nkv, -1, hd)
-            out[:, :, b0:b1] = attention(block, keys[:, :seen], values[:, :seen], mask[b0:b1, :seen], scale).reshape(
-                nkv, rows // n, b1 - b0, hd)
-        return out.reshape(nkv, rows, hd)
-    scores = (q * scale) @ keys.transpose(0, 2, 1)  # [nkv, group*n, n_cached]; scaling q is the cheaper side
-    if mask is not None:
-        n = mask.shape[0]
-        scores = scores.reshape(nkv, rows // n, n, -1)
-        scores += mask
-        scores = scores.reshape(nkv, rows, -1)
-    # softmax(scores) @ values, normalised after the product: dividing [rows, head_dim] by the row sums
-    # is cheaper than dividing [rows, n_cached] first, and it is the same sum of weighted values.
-    scores -= np.max(scores, axis=-1, keepdims=True)
-    np.exp(scores, out=scores)
-    out = scores @ values
-    out *= F32(1.0) / np.add.reduce(scores, axis=-1, keepdims=True)
-    return out
-
-
-class _Linear:
-    """One weight matrix ``[out, in]`` (float32) applied as ``x @ W.T`` (+ bias)."""
-
-    __slots__ = ("weight", "bias")
-
-    def __init__(self, weight: np.ndarray, bias: np.ndarray | None = None):
-        self.weight = weight
-        self.bias = bias
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        y = x @ self.weight.T
-        if self.bias is not None:
-            y += self.bias
-        return y
-
-
 @dataclass
 class _Layer:
     attn_norm: np.ndarray
-    qkv: _Linear  # q, k and v stacked into one matrix: one product instead of three
+    qkv: Callable[[np.ndarray], np.ndarray]  # q, k and v stacked into one matrix: one product instead of three
     q_norm: np.ndarray | None
     k_norm: np.ndarray | None
-    out: _Linear
+    out: Callable[[np.ndarray], np.ndarray]
     ffn_norm: np.ndarray
-    gate_up: _Linear  # gate and up stacked
-    down: _Linear
+    gate_up: Callable[[np.ndarray], np.ndarray]  # gate and up stacked
+    down: Callable[[np.ndarray], np.ndarray]
 
 
 class Model:
@@ -304,9 +176,10 @@ class Model:
     ``start_pos`` (later entries are simply overwritten).
     """
 
-    def __init__(self, reader: GGUFReader, *, n_ctx: int | None = None, numerics: str = "exact", progress: bool = False):
-        if numerics not in ("exact", "ggml"):
-            raise ValueError(f"numerics must be 'exact' or 'ggml', not {numerics!r}")
+    def __init__(self, reader: GGUFReader, *, n_ctx: int | None = None, numerics: str = "exact",
+                 progress: bool = False):
+        if numerics not in NUMERICS:
+            raise ValueError(f"numerics must be one of {', '.join(map(repr, NUMERICS))}, not {numerics!r}")
         t0 = time.perf_counter()
         self.reader = reader
         self.numerics = numerics
@@ -315,19 +188,13 @@ class Model:
         self.n_ctx = int(n_ctx) if n_ctx is not None else min(hp.n_ctx_train, 4096)
         if self.n_ctx <= 0:
             raise ValueError(f"n_ctx must be positive, got {self.n_ctx}")
-        # The operations whose rounding differs between the two numerics; everything else is shared.
-        self._rms_norm, self._attention, self._swiglu, self._apply_rope = rms_norm, attention, swiglu, apply_rope
-        angles, cache_dtype = rope_angles, F32
-        if numerics == "ggml":
-            from . import ggml_numerics as g
-
-            self._rms_norm, self._attention, self._swiglu, self._apply_rope = g.rms_norm, g.attention, g.swiglu, g.apply_rope
-            angles, cache_dtype = g.rope_angles, np.float16
+        #: the operations whose rounding differs between the numerics; everything else is shared
+        self.ops: Numerics = NUMERICS[numerics]
         self._load_weights(progress)
         shape = (hp.n_layer, hp.n_head_kv, self.n_ctx, hp.head_dim)
-        self.k_cache = np.zeros(shape, dtype=cache_dtype)
-        self.v_cache = np.zeros(shape, dtype=cache_dtype)
-        self.cos, self.sin = angles(self.n_ctx, hp.rope_dim, hp.rope_base, hp.rope_freq_scale)
+        self.k_cache = np.zeros(shape, dtype=self.ops.cache_dtype)
+        self.v_cache = np.zeros(shape, dtype=self.ops.cache_dtype)
+        self.cos, self.sin = self.ops.rope_angles(self.n_ctx, hp.rope_dim, hp.rope_base, hp.rope_freq_scale)
         self.n_past = 0
         self.load_seconds = time.perf_counter() - t0
 
@@ -347,15 +214,14 @@ class Model:
 
     # -- loading ---------------------------------------------------------------------------------------------
     def _tensor(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
-        from .quants import dequantize
-
         info = self.reader.tensors.get(name)
         if info is None:
             raise GGUFError(f"{self.reader.path}: tensor {name!r} is missing")
         if tuple(info.shape) != tuple(shape):
             # A 1-row matrix may be stored as a vector and vice versa; anything else is a real mismatch.
             if int(np.prod(info.shape)) != int(np.prod(shape)) or len(shape) > 1 and info.shape[-1] != shape[-1]:
-                raise GGUFError(f"{self.reader.path}: tensor {name!r} has shape {list(info.shape)}, expected {list(shape)}")
+                raise GGUFError(f"{self.reader.path}: tensor {name!r} has shape {list(info.shape)}, "
+                                f"expected {list(shape)}")
         try:
             w = dequantize(self.reader.tensor_bytes(name), info.ggml_type, info.shape).reshape(shape)
         except GGUFError as e:
@@ -364,12 +230,8 @@ class Model:
         return w
 
     def _linear(self, weight: np.ndarray, bias: np.ndarray | None, names: list[str]):
-        """A matrix product layer; in ggml numerics one that rounds its input as ggml would for these weights."""
-        if self.numerics == "exact":
-            return _Linear(weight, bias)
-        from .ggml_numerics import GGMLLinear
-
-        return GGMLLinear.from_gguf(weight, bias, self.reader, names)
+        """A matrix product layer for the tensors ``names``, as the chosen numerics computes it."""
+        return self.ops.linear(weight, bias, self.reader, names)
 
     def _load_weights(self, progress: bool) -> None:
         hp, arch = self.hparams, self.arch
@@ -391,21 +253,25 @@ class Model:
             wq, wk, wv = (self._tensor(f"{p}.attn_{x}.weight", (n, d)) for x, n in (("q", nq), ("k", nkv), ("v", nkv)))
             bias = None
             if arch.qkv_bias:
-                bias = np.concatenate([self._tensor(f"{p}.attn_{x}.bias", (n,)) for x, n in (("q", nq), ("k", nkv), ("v", nkv))])
+                bias = np.concatenate([self._tensor(f"{p}.attn_{x}.bias", (n,))
+                                       for x, n in (("q", nq), ("k", nkv), ("v", nkv))])
             self.layers.append(
                 _Layer(
                     attn_norm=self._tensor(f"{p}.attn_norm.weight", (d,)),
                     qkv=self._linear(np.concatenate([wq, wk, wv]), bias, qkv_names),
                     q_norm=self._tensor(f"{p}.attn_q_norm.weight", (hd,)) if arch.qk_norm else None,
                     k_norm=self._tensor(f"{p}.attn_k_norm.weight", (hd,)) if arch.qk_norm else None,
-                    out=self._linear(self._tensor(f"{p}.attn_output.weight", (d, nq)), None, [f"{p}.attn_output.weight"]),
+                    out=self._linear(self._tensor(f"{p}.attn_output.weight", (d, nq)), None,
+                                     [f"{p}.attn_output.weight"]),
                     ffn_norm=self._tensor(f"{p}.ffn_norm.weight", (d,)),
                     gate_up=self._linear(
-                        np.concatenate([self._tensor(f"{p}.ffn_gate.weight", (hp.n_ff, d)), self._tensor(f"{p}.ffn_up.weight", (hp.n_ff, d))]),
+                        np.concatenate([self._tensor(f"{p}.ffn_gate.weight", (hp.n_ff, d)),
+                                        self._tensor(f"{p}.ffn_up.weight", (hp.n_ff, d))]),
                         None,
                         [f"{p}.ffn_gate.weight", f"{p}.ffn_up.weight"],
                     ),
-                    down=self._linear(self._tensor(f"{p}.ffn_down.weight", (d, hp.n_ff)), None, [f"{p}.ffn_down.weight"]),
+                    down=self._linear(self._tensor(f"{p}.ffn_down.weight", (d, hp.n_ff)), None,
+                                      [f"{p}.ffn_down.weight"]),
                 )
             )
             if bar:
@@ -413,7 +279,8 @@ class Model:
         self.output_norm = self._tensor("output_norm.weight", (d,))
         out_name = "output.weight" if "output.weight" in self.reader.tensors else "token_embd.weight"
         self.tied_output = out_name == "token_embd.weight"
-        self.output = self._linear(self.token_embd if self.tied_output else self._tensor(out_name, (hp.n_vocab, d)), None, [out_name])
+        self.output = self._linear(self.token_embd if self.tied_output else self._tensor(out_name, (hp.n_vocab, d)),
+                                   None, [out_name])
         if bar:
             bar.update()
             bar.close()
@@ -439,7 +306,8 @@ class Model:
         if not self.tied_output:
             arrays.append(self.output.weight)
         for layer in self.layers:
-            arrays += [layer.attn_norm, layer.qkv.weight, layer.out.weight, layer.ffn_norm, layer.gate_up.weight, layer.down.weight]
+            arrays += [layer.attn_norm, layer.qkv.weight, layer.out.weight,
+                       layer.ffn_norm, layer.gate_up.weight, layer.down.weight]
             arrays += [a for a in (layer.qkv.bias, layer.q_norm, layer.k_norm) if a is not None]
         return sum(a.nbytes for a in arrays)
 
@@ -455,27 +323,15 @@ class Model:
         )
 
     # -- the forward pass ------------------------------------------------------------------------------------
-    def _check_ids(self, ids) -> np.ndarray:
-        arr = np.asarray(ids)
-        if arr.ndim != 1 or arr.size == 0:
-            raise ValueError(f"forward() takes a non-empty 1-D sequence of token ids, got shape {arr.shape}")
-        if arr.dtype.kind not in "iu":
-            raise TypeError(f"token ids must be integers, got dtype {arr.dtype}")
-        bad = np.flatnonzero((arr < 0) | (arr >= self.hparams.n_vocab))
-        if bad.size:
-            i = int(bad[0])
-            raise ValueError(f"token id {int(arr[i])} at position {i} is outside the vocabulary 0..{self.hparams.n_vocab - 1}")
-        return arr.astype(np.int64, copy=False)
-
     def forward(self, ids: Sequence[int] | np.ndarray, start_pos: int = 0, *, last_only: bool = False) -> np.ndarray:
         """Evaluate ``ids`` at positions ``start_pos …`` and return float32 logits ``[len(ids), vocab]``.
 
         With ``last_only=True`` only the last position's logits are computed (shape ``[1, vocab]``): that
         is all generation needs after a prefill, and it skips the largest matrix product for the others.
         """
-        ids = self._check_ids(ids)
+        ids = token_id_array(ids, self.hparams.n_vocab)
         n = len(ids)
-        hp, arch = self.hparams, self.arch
+        hp, arch, ops = self.hparams, self.arch, self.ops
         if isinstance(start_pos, bool) or not hasattr(start_pos, "__index__"):
             raise TypeError(f"start_pos must be an int, not {type(start_pos).__name__}")
         start_pos = int(start_pos)
@@ -483,10 +339,7 @@ class Model:
             raise ValueError(
                 f"start_pos {start_pos} must be between 0 and the {self.n_past} positions already cached"
             )
-        if start_pos + n > self.n_ctx:
-            raise ContextFullError(
-                f"{start_pos} cached + {n} new tokens exceed the context window of {self.n_ctx} tokens"
-            )
+        check_context(start_pos, n, self.n_ctx)
         end = start_pos + n
         # Positions from start_pos on are about to be overwritten: until this call finishes, only the ones
         # before it are valid (an exception half-way must not leave stale entries counted as cached).
@@ -502,30 +355,30 @@ class Model:
 
         x = self.token_embd[ids]  # [n, d]: a copy, which becomes the residual stream
         for li, layer in enumerate(self.layers):
-            h = self._rms_norm(x, layer.attn_norm, hp.rms_eps)
+            h = ops.rms_norm(x, layer.attn_norm, hp.rms_eps)
             qkv = layer.qkv(h)  # [n, (nh + 2 nkv) hd]
             # Queries and keys as one [heads, n, head_dim] array (nh query heads, then nkv key heads), so
             # that one RoPE call rotates both; values go straight into the cache.
             qk = qkv[:, : (nh + nkv) * hd].reshape(n, nh + nkv, hd).transpose(1, 0, 2).copy()
             if layer.q_norm is not None:
-                qk[:nh] = self._rms_norm(qk[:nh], layer.q_norm, hp.rms_eps)
-                qk[nh:] = self._rms_norm(qk[nh:], layer.k_norm, hp.rms_eps)
-            self._apply_rope(qk, cos, sin, arch.rope)
+                qk[:nh] = ops.rms_norm(qk[:nh], layer.q_norm, hp.rms_eps)
+                qk[nh:] = ops.rms_norm(qk[nh:], layer.k_norm, hp.rms_eps)
+            ops.apply_rope(qk, cos, sin, arch.rope)
             q, k = qk[:nh], qk[nh:]
             self.k_cache[li, :, start_pos:end] = k
             self.v_cache[li, :, start_pos:end] = qkv[:, (nh + nkv) * hd :].reshape(n, nkv, hd).transpose(1, 0, 2)
             keys = self.k_cache[li, :, :end]  # [nkv, end, hd]
             values = self.v_cache[li, :, :end]
-            att = self._attention(q.reshape(nkv, group * n, hd), keys, values, mask, scale)  # [nkv, group*n, hd]
+            att = ops.attention(q.reshape(nkv, group * n, hd), keys, values, mask, scale)  # [nkv, group*n, hd]
             att = att.reshape(nh, n, hd).transpose(1, 0, 2).reshape(n, nh * hd)
             x += layer.out(att)
-            h = self._rms_norm(x, layer.ffn_norm, hp.rms_eps)
+            h = ops.rms_norm(x, layer.ffn_norm, hp.rms_eps)
             gu = layer.gate_up(h)
             gate, up = gu[:, : hp.n_ff], gu[:, hp.n_ff :]
-            x += layer.down(self._swiglu(gate, up))
+            x += layer.down(ops.swiglu(gate, up))
         self.n_past = end
         if last_only:
             x = x[-1:]
-        logits = self.output(self._rms_norm(x, self.output_norm, hp.rms_eps))
+        logits = self.output(ops.rms_norm(x, self.output_norm, hp.rms_eps))
         assert logits.dtype == F32, f"logits drifted to {logits.dtype}"
         return logits

@@ -77,7 +77,7 @@ import jinja2.sandbox
 import jinja2.utils
 from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
 
-from .errors import TemplateError
+from ..errors import TemplateError
 
 __all__ = [
     "CHATML_TEMPLATE",

@@ -33,8 +33,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from .basic import decode_utf8_prefix
-from .errors import ContextFullError
+from ..text import decode_utf8_prefix
+from .checks import check_context, token_id_array
 
 __all__ = [
     "Generation",
@@ -453,7 +453,7 @@ class Generation:
         """Evaluate ``ids`` at positions ``n_past...``; return the last row of logits.
 
         Generation only needs the last position's logits. A model whose ``forward`` takes ``last_only``
-        (the engine's :class:`~bytes2logits.model.Model` does) is asked for just that row, which skips the
+        (the engine's :class:`~bytes2logits.engine.model.Model` does) is asked for just that row, which skips the
         vocabulary-sized product for every other prompt position.
         """
         if self._last_only is None:
@@ -581,33 +581,13 @@ def generate(
     prompt that does not fit into the context window (:class:`~bytes2logits.errors.ContextFullError`).
     The model is only called once you start iterating.
     """
-    prompt = np.asarray(list(prompt_ids) if not isinstance(prompt_ids, np.ndarray) else prompt_ids)
-    if prompt.ndim != 1:
-        raise ValueError(f"prompt_ids must be a flat sequence of token ids, got shape {prompt.shape}")
-    if prompt.size == 0:
-        raise ValueError(
-            "prompt_ids is empty: the model needs at least one token to predict the next one "
-            "(encode some text, or start with the BOS token)"
-        )
-    if not np.issubdtype(prompt.dtype, np.integer):
-        raise TypeError(f"prompt_ids must be integers, got dtype {prompt.dtype}")
-    prompt = prompt.astype(np.int64)
-    vocab = int(model.vocab_size)
-    bad = np.flatnonzero((prompt < 0) | (prompt >= vocab))
-    if len(bad):
-        i = int(bad[0])
-        raise ValueError(f"prompt_ids[{i}] = {int(prompt[i])} is not a token id (vocabulary 0..{vocab - 1})")
+    prompt = token_id_array(prompt_ids, int(model.vocab_size), "prompt_ids")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 0:
         raise ValueError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
     if isinstance(start_pos, bool) or not isinstance(start_pos, (int, np.integer)) or start_pos < 0:
         raise ValueError(f"start_pos must be an int >= 0, got {start_pos!r}")
-    n_ctx = int(model.n_ctx)
-    if start_pos + len(prompt) > n_ctx:
-        raise ContextFullError(
-            f"the prompt does not fit into the context window: {start_pos} cached + {len(prompt)} new "
-            f"tokens = {start_pos + len(prompt)} > n_ctx = {n_ctx}. Start a new conversation (or shorten "
-            "the prompt), or load the model with a larger n_ctx."
-        )
+    check_context(int(start_pos), len(prompt), int(model.n_ctx), "Start a new conversation (or shorten the "
+                  "prompt), or load the model with a larger n_ctx.")
     if isinstance(stop_strings, (str, bytes)):
         stop_strings = (stop_strings,)
     stops = []

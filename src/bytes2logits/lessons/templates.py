@@ -23,9 +23,9 @@ Jinja template language: the GGUF key ``tokenizer.chat_template`` (``chat_templa
   It is the first check before a chat reuses its KV cache, not the last: the cache holds what the model
   evaluated, which is not a rendering of the history (the function's docstring says how they differ).
 
-How this differs from :mod:`bytes2logits.chat`, and why both exist
+How this differs from :mod:`bytes2logits.engine.chat`, and why both exist
 ------------------------------------------------------------------
-:class:`bytes2logits.chat.ChatTemplate` is the engine's renderer, the one the chat command uses on
+:class:`bytes2logits.engine.chat.ChatTemplate` is the engine's renderer, the one the chat command uses on
 templates from anywhere. It is checked byte for byte against ``transformers`` on 70 real templates and is
 hardened: it meters loop iterations, render time and output size, refuses more routes to Python internals
 (``func_globals``, ``mro``...), supports ``{% generation %}`` blocks and guarded ``dict``/``namespace``
@@ -35,7 +35,7 @@ parts that decide the *bytes*: the same sandbox class and settings (``trim_block
 ``loopcontrols``, ``raise_exception``, a ``tojson`` that keeps non-ASCII text, ``strftime_now``, ``tools``
 and ``documents`` passed as ``None``, ``bos_token``/``eos_token`` from the caller), so on ordinary
 conversations it renders exactly what ``transformers`` renders. It does not bound a template's running
-time: use it on templates you have read, and :class:`~bytes2logits.chat.ChatTemplate` on the rest.
+time: use it on templates you have read, and :class:`~bytes2logits.engine.chat.ChatTemplate` on the rest.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ import jinja2
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from .errors import TemplateError
+from ..errors import TemplateError
 
 __all__ = [
     "IM_END",
@@ -171,7 +171,7 @@ def compile_template(source: str) -> jinja2.Template:
     load that code. A syntax error raises ``jinja2.TemplateSyntaxError``, whose ``lineno`` is the line.
 
     Compiling a real template takes milliseconds, so :func:`render_template` simply compiles on every call;
-    :class:`bytes2logits.chat.ChatTemplate` compiles once and renders many times.
+    :class:`bytes2logits.engine.chat.ChatTemplate` compiles once and renders many times.
     """
     return make_environment().from_string(source)
 
@@ -266,7 +266,7 @@ def render_increment(template: str, history: Sequence[Mapping[str, Any]],
       tokenizes to, and BPE can merge characters across the point where two texts are joined.
 
     So an engine compares token ids with the ids in its cache and rewinds to the first difference, as
-    :class:`bytes2logits.session.ChatSession` does. ``history`` and ``new_messages`` must be lists
+    :class:`bytes2logits.engine.session.ChatSession` does. ``history`` and ``new_messages`` must be lists
     (``TypeError``).
     """
     for name, value in (("history", history), ("new_messages", new_messages)):

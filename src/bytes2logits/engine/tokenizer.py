@@ -7,9 +7,9 @@ the same ids as llama.cpp, for three families, chosen by ``tokenizer.ggml.model`
 
 ``"gpt2"`` — byte-level BPE (GPT-2, Llama 3, Qwen, SmolLM, ...)
     1. cut the text into pieces with the pre-tokenizer named by ``tokenizer.ggml.pre``
-       (see :mod:`bytes2logits.pretokenizers`);
+       (see :mod:`bytes2logits.engine.pretokenizers`);
     2. write each piece's UTF-8 bytes as printable characters, one character per byte
-       (:data:`BYTE_TO_CHAR`; a space becomes ``"Ġ"``), so that every vocabulary entry is a string;
+       (:data:`bytes2logits.text.BYTE_TO_CHAR`; a space becomes ``"Ġ"``), so that every vocabulary entry is a string;
     3. start from single characters and repeatedly merge the adjacent pair whose merge rule comes first
        in the merge list (its *rank*), leftmost first on ties, until no pair has a rule;
     4. look the final symbols up in the vocabulary.
@@ -25,6 +25,10 @@ the same ids as llama.cpp, for three families, chosen by ``tokenizer.ggml.model`
     ``##`` of the original BERT vocabulary was removed by the GGUF converter). A word that cannot be
     covered becomes ``[UNK]``.
 
+Each family is a small private class (``_ByteLevelBPE``, ``_SentencePieceBPE``, ``_WordPiece``) that
+:class:`Tokenizer` picks by ``tokenizer.ggml.model``: it encodes one plain-text fragment, says which ids
+``add_special`` puts around the text, and turns a token's text back into bytes.
+
 Special tokens (``<|im_end|>``, ``<s>``...) are single ids that must only come from trusted text such as
 a chat template: by default :meth:`Tokenizer.encode` treats the text as plain text, so a user who types
 ``<|im_end|>`` gets ordinary pieces, not the end-of-turn id.
@@ -37,18 +41,18 @@ import os
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import regex
 
-from .bpe import bytes_to_unicode
-from .errors import TokenizerError
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
+from ..errors import TokenizerError
+from ..text import BYTE_TO_CHAR, CHAR_TO_BYTE, LATIN1_TO_PRINTABLE
 from .pretokenizers import get_pre_tokenizer, split
 
-__all__ = ["Tokenizer", "BYTE_TO_CHAR", "CHAR_TO_BYTE", "TokenType", "SUPPORTED_MODELS"]
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+__all__ = ["Tokenizer", "TokenType", "SUPPORTED_MODELS"]
 
 SUPPORTED_MODELS = ("gpt2", "llama", "bert")
 
@@ -65,12 +69,6 @@ class TokenType:
     BYTE = 6          # SentencePiece byte fallback <0x00>..<0xFF>
 
 
-#: byte value -> the printable character byte-level BPE vocabularies use for it
-BYTE_TO_CHAR: dict[int, str] = bytes_to_unicode()
-#: the inverse of :data:`BYTE_TO_CHAR`
-CHAR_TO_BYTE: dict[str, int] = {c: b for b, c in BYTE_TO_CHAR.items()}
-# str.translate table: a str whose code points are byte values (latin-1 decoded) -> printable form
-_LATIN1_TO_BYTECHARS = {b: c for b, c in BYTE_TO_CHAR.items()}
 
 SPM_SPACE = "\u2581"  # ▁ LOWER ONE EIGHTH BLOCK: SentencePiece's visible space
 _ASCII_SPACE = " \t\n\v\f\r"  # what C's isspace() accepts, used for llama.cpp's lstrip/rstrip
@@ -104,7 +102,8 @@ _MISSING = object()
 def _numeric_list(value, key: str, kinds: str) -> list:
     """A 1-D numeric metadata array as a list; anything else is a TokenizerError naming ``key``."""
     arr = value if isinstance(value, np.ndarray) else None
-    if arr is None and isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+    if arr is None and isinstance(value, list) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
         arr = np.asarray(value)
     if arr is None or arr.ndim != 1 or (arr.size and arr.dtype.kind not in kinds):
         what = type(value).__name__ if arr is None else f"a {arr.ndim}-D {arr.dtype} array"
@@ -129,10 +128,31 @@ def _first_present(token_to_id: Mapping[str, int], texts: Iterable[str]) -> int 
     return None
 
 
+def _per_token(md: Mapping[str, Any], key: str, kinds: str, n: int) -> list | None:
+    """A per-token numeric array (token types, scores) as a list of ``n`` entries, or ``None`` when absent."""
+    value = md.get(key)
+    if value is None:
+        return None
+    values = _numeric_list(value, key, kinds)
+    if len(values) != n:
+        raise TokenizerError(f"{key} has {len(values)} entries but tokenizer.ggml.tokens has {n}")
+    return values
+
+
+def _special_id(md: Mapping[str, Any], key: str, default: int | None, n: int) -> int | None:
+    """A special-token id key: ``default`` when missing (if inside the vocabulary), else a valid id."""
+    value = md.get(key)
+    if value is None:
+        return default if default is not None and default < n else None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n:
+        raise TokenizerError(f"{key} = {value!r} is not a token id in 0..{n - 1}")
+    return value
+
+
 class Tokenizer:
     """Text <-> token ids for a GGUF model, matching llama.cpp's ids.
 
-    Build one with :meth:`from_gguf` (a path or a :class:`~bytes2logits.gguf.GGUFReader`) or
+    Build one with :meth:`from_gguf` (a path or a :class:`~bytes2logits.engine.gguf.GGUFReader`) or
     :meth:`from_metadata` (any mapping with the ``tokenizer.*`` keys, handy for small hand-made
     vocabularies).
 
@@ -176,18 +196,39 @@ class Tokenizer:
     def __init__(self, metadata: Mapping[str, Any]):
         """Validate the ``tokenizer.*`` keys of ``metadata`` and build the lookup tables.
 
-        Prefer :meth:`from_gguf` / :meth:`from_metadata`; this does the work for both.
+        Prefer :meth:`from_gguf` / :meth:`from_metadata`; this does the work for both. In order: the family
+        named by ``tokenizer.ggml.model``, the vocabulary every family shares, the family's own keys, the
+        flags and special-token ids, llama.cpp's end-of-generation and control fix-ups, the chat template.
         """
         md = metadata
         model = md.get("tokenizer.ggml.model")
-        if not isinstance(model, str):
-            raise TokenizerError("tokenizer.ggml.model is missing or not a string")
-        if model not in SUPPORTED_MODELS:
-            raise TokenizerError(f"tokenizer.ggml.model = {model!r} is not supported "
-                                 f"(supported: {', '.join(SUPPORTED_MODELS)})")
+        family_cls = _family_class(model)
         self.model: str = model
+        self._read_vocabulary(md)
+        family = family_cls(md, self._tokens, self._token_to_id, self._scores)
+        self._family: _Family = family
+        #: the ``tokenizer.ggml.pre`` value (only byte-level BPE uses it; ``"default"`` when missing there)
+        self.pre: str | None = family.pre
+        #: byte values that have no token: llama.cpp (and HF) silently drop such bytes when encoding
+        self.missing_bytes: frozenset[int] = family.missing_bytes
+        for name in family.tokenizer_attrs:  # the family's tables, also under the names they always had here
+            setattr(self, name, getattr(family, name))
 
-        # --- vocabulary -----------------------------------------------------------------------------
+        self.add_space_prefix: bool = (_flag(md, "tokenizer.ggml.add_space_prefix", family.space_prefix)
+                                       and family.space_prefix)
+        self.add_bos: bool = _flag(md, "tokenizer.ggml.add_bos_token", family.defaults.add_bos)
+        self.add_eos: bool = _flag(md, "tokenizer.ggml.add_eos_token", False)
+        eot, eom = self._read_special_ids(md, family)
+        self._find_end_of_generation(eot, eom)
+        self._index_special_tokens(md)
+        self._special_patterns: dict[Any, re.Pattern | None] = {}
+        self._piece_bytes: dict[int, bytes] = {}
+
+        template = md.get("tokenizer.chat_template")
+        self.chat_template: str | None = template if isinstance(template, str) else None
+
+    def _read_vocabulary(self, md: Mapping[str, Any]) -> None:
+        """Read what every family shares: ``_tokens``, ``_token_to_id``, ``_types``, ``_scores`` (or None)."""
         tokens = md.get("tokenizer.ggml.tokens")
         if not isinstance(tokens, (list, tuple)) or not tokens:
             raise TokenizerError("tokenizer.ggml.tokens is missing or not a non-empty list of strings")
@@ -206,93 +247,35 @@ class Tokenizer:
                 if t in seen:
                     raise TokenizerError(f"tokenizer.ggml.tokens: {t!r} appears twice (ids {seen[t]} and {i})")
                 seen[t] = i
+        types = _per_token(md, "tokenizer.ggml.token_type", "iu", n)
+        self._types: list[int] = [TokenType.NORMAL] * n if types is None else types
+        self._scores: list | None = _per_token(md, "tokenizer.ggml.scores", "iuf", n)
 
-        types = md.get("tokenizer.ggml.token_type")
-        if types is None:
-            types = [TokenType.NORMAL] * n
-        else:
-            types = _numeric_list(types, "tokenizer.ggml.token_type", "iu")
-            if len(types) != n:
-                raise TokenizerError(f"tokenizer.ggml.token_type has {len(types)} entries but "
-                                     f"tokenizer.ggml.tokens has {n}")
-        self._types: list[int] = types
-
-        scores = md.get("tokenizer.ggml.scores")
-        if scores is None:
-            self._scores = None
-        else:
-            self._scores = _numeric_list(scores, "tokenizer.ggml.scores", "iuf")
-            if len(self._scores) != n:
-                raise TokenizerError(f"tokenizer.ggml.scores has {len(self._scores)} entries but "
-                                     f"tokenizer.ggml.tokens has {n}")
-
-        # --- model-specific defaults (llama.cpp's, used when the keys are missing) --------------------
-        pre_value = md.get("tokenizer.ggml.pre")
-        #: the ``tokenizer.ggml.pre`` value (only byte-level BPE uses it; ``"default"`` when missing there)
-        self.pre: str | None = pre_value if isinstance(pre_value, str) else None
-        self._pre = None
-        if model == "gpt2":
-            pre = md.get("tokenizer.ggml.pre")
-            if pre is not None and not isinstance(pre, str):
-                raise TokenizerError("tokenizer.ggml.pre is not a string")
-            self._pre = get_pre_tokenizer(pre)
-            self.pre = pre if pre is not None else "default"
-            self._patterns = self._pre.compiled
-            defaults = dict(bos=11, eos=11, unk=None, sep=None, add_bos=self._pre.add_bos)
-            self._load_merges(md)
-            self._byte_ids = {b: self._token_to_id.get(c) for b, c in BYTE_TO_CHAR.items()}
-            #: byte values that have no token: llama.cpp (and HF) silently drop such bytes when encoding
-            self.missing_bytes: frozenset[int] = frozenset(b for b, i in self._byte_ids.items() if i is None)
-            printable = [b for b in range(0x20, 0x7F) if b in self.missing_bytes]
-            if printable:
-                raise TokenizerError("tokenizer.ggml.tokens has no byte-level token for printable ASCII "
-                                     f"byte(s) {', '.join(hex(b) for b in printable)}")
-            self._cache: dict[str, tuple[int, ...]] = {}
-        elif model == "llama":
-            defaults = dict(bos=1, eos=2, unk=0, sep=None, add_bos=True)
-            self._byte_ids = {b: self._token_to_id.get(f"<0x{b:02X}>") for b in range(256)}
-            missing = [b for b, i in self._byte_ids.items() if i is None]
-            if missing:
-                raise TokenizerError(f"tokenizer.ggml.tokens lacks {len(missing)} byte-fallback token(s), "
-                                     f"e.g. <0x{missing[0]:02X}>")
-            self.missing_bytes = frozenset()
-            if self._scores is None:
-                self._scores = [0.0] * n
-        else:  # bert
-            defaults = dict(bos=101, eos=None, unk=100, sep=102, add_bos=True)
-            self.missing_bytes = frozenset()
-            self._max_token_chars = max(map(len, tokens))
-            self._lowercase = _flag(md, "tokenizer.ggml.normalizer.lowercase", True)
-            self._strip_accents = _flag(md, "tokenizer.ggml.normalizer.strip_accents", self._lowercase)
-
-        self.add_space_prefix: bool = _flag(md, "tokenizer.ggml.add_space_prefix", model == "llama") and model == "llama"
-        self.add_bos: bool = _flag(md, "tokenizer.ggml.add_bos_token", defaults["add_bos"])
-        self.add_eos: bool = _flag(md, "tokenizer.ggml.add_eos_token", False)
-
-        def special_id(key: str, default: int | None) -> int | None:
-            value = md.get(key)
-            if value is None:
-                return default if default is not None and default < n else None
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n:
-                raise TokenizerError(f"{key} = {value!r} is not a token id in 0..{n - 1}")
-            return value
-
-        self.bos_id: int | None = special_id("tokenizer.ggml.bos_token_id", defaults["bos"])
-        self.eos_id: int | None = special_id("tokenizer.ggml.eos_token_id", defaults["eos"])
-        self.unk_id: int | None = special_id("tokenizer.ggml.unknown_token_id", defaults["unk"])
-        self.sep_id: int | None = special_id("tokenizer.ggml.seperator_token_id", defaults["sep"])  # sic
-        self.pad_id: int | None = special_id("tokenizer.ggml.padding_token_id", None)
-        eot = special_id("tokenizer.ggml.eot_token_id", None)
-        eom = special_id("tokenizer.ggml.eom_token_id", None)
-        if self.add_bos and self.bos_id is None and model != "bert":
+    def _read_special_ids(self, md: Mapping[str, Any], family: _Family) -> tuple[int | None, int | None]:
+        """Set ``bos_id``/``eos_id``/``unk_id``/``sep_id``/``pad_id`` (the family's defaults where a key is
+        missing), check that ``add_bos``/``add_eos`` have their ids, and return the stored eot and eom ids."""
+        n = len(self._tokens)
+        defaults = family.defaults
+        self.bos_id: int | None = _special_id(md, "tokenizer.ggml.bos_token_id", defaults.bos, n)
+        self.eos_id: int | None = _special_id(md, "tokenizer.ggml.eos_token_id", defaults.eos, n)
+        self.unk_id: int | None = _special_id(md, "tokenizer.ggml.unknown_token_id", defaults.unk, n)
+        self.sep_id: int | None = _special_id(md, "tokenizer.ggml.seperator_token_id", defaults.sep, n)  # sic
+        self.pad_id: int | None = _special_id(md, "tokenizer.ggml.padding_token_id", None, n)
+        eot = _special_id(md, "tokenizer.ggml.eot_token_id", None, n)
+        eom = _special_id(md, "tokenizer.ggml.eom_token_id", None, n)
+        if self.add_bos and self.bos_id is None and family.bos_by_flag:
             raise TokenizerError("tokenizer.ggml.add_bos_token is true, but tokenizer.ggml.bos_token_id is not set")
         if self.add_eos and self.eos_id is None:
             raise TokenizerError("tokenizer.ggml.add_eos_token is true, but tokenizer.ggml.eos_token_id is not set")
+        return eot, eom
 
-        # --- special tokens -------------------------------------------------------------------------
-        # llama.cpp finds end-of-turn and fill-in-the-middle tokens by their text and makes them control
-        # tokens even if the converter forgot to (so plain text can never produce them).
-        t2i = self._token_to_id
+    def _find_end_of_generation(self, eot: int | None, eom: int | None) -> None:
+        """Set ``eot_id`` and ``stop_ids`` the way llama.cpp does, making those tokens control tokens.
+
+        llama.cpp finds end-of-turn and fill-in-the-middle tokens by their text and makes them control
+        tokens even if the converter forgot to (so plain text can never produce them).
+        """
+        t2i, types = self._token_to_id, self._types
         if eot is None:
             eot = _first_present(t2i, _EOT_TEXTS)
         if eom is None:
@@ -306,7 +289,7 @@ class Tokenizer:
                 types[i] = TokenType.CONTROL
         eog |= {i for i in (fim["pad"], fim["rep"], fim["sep"], self.eos_id, eot, eom) if i is not None}
         # gpt-oss / solar-open: with <|return|> and <|call|> present, <|end|> only ends a message
-        texts = {tokens[i] for i in eog}
+        texts = {self._tokens[i] for i in eog}
         if "<|end|>" in texts and (("<|return|>" in texts and "<|call|>" in texts)
                                    or ("<|calls|>" in texts and "<|flush|>" in texts)):
             eog.discard(t2i["<|end|>"])
@@ -315,6 +298,9 @@ class Tokenizer:
         self.eot_id: int | None = eot
         self.stop_ids: frozenset[int] = frozenset(eog)
 
+    def _index_special_tokens(self, md: Mapping[str, Any]) -> None:
+        """Build the text -> id tables of user-defined and control tokens, and Phi-3's right-strip set."""
+        tokens, types, t2i = self._tokens, self._types, self._token_to_id
         special = [i for i, ty in enumerate(types) if ty != TokenType.NORMAL]  # few: no need to scan all twice
         self._user_defined = {tokens[i]: i for i in special if types[i] == TokenType.USER_DEFINED}
         self._control = {tokens[i]: i for i in special if types[i] in (TokenType.CONTROL, TokenType.UNKNOWN)}
@@ -328,42 +314,8 @@ class Tokenizer:
                 ids.add(t2i["</s>"])
             self._rstrip = frozenset(ids - keep)
         self._special_ids = {**self._user_defined, **self._control}
-        self._special_patterns: dict[Any, re.Pattern | None] = {}
-        self._piece_bytes: dict[int, bytes] = {}
 
-        template = md.get("tokenizer.chat_template")
-        self.chat_template: str | None = template if isinstance(template, str) else None
-
-    def _load_merges(self, md: Mapping[str, Any]) -> None:
-        """Read ``tokenizer.ggml.merges`` ("left right" strings) into a rank table.
-
-        The rank of a merge is its position in the list: lower ranks were learned earlier and are applied
-        first. The table is keyed by the merge string itself, so looking up the pair ``(a, b)`` is
-        ``ranks.get(a + " " + b)`` — byte-level vocabularies never contain a real space (it is ``"Ġ"``).
-        """
-        merges = md.get("tokenizer.ggml.merges")
-        if not isinstance(merges, (list, tuple)):
-            raise TokenizerError("tokenizer.ggml.merges is missing or not a list of strings "
-                                 "(byte-level BPE needs its merge rules)")
-        t2i = self._token_to_id
-        # Fast check first (C-level joins and set operations); the slow loop only runs to name the culprit.
-        ok = set(map(type, merges)) <= {str}
-        if ok:
-            parts = " ".join(merges).split(" ")
-            ok = len(parts) == 2 * len(merges) and t2i.keys() >= set(parts)
-        if not ok:
-            for i, m in enumerate(merges):
-                if not isinstance(m, str):
-                    raise TokenizerError(f"tokenizer.ggml.merges[{i}] is {type(m).__name__}, not a string")
-                left, sep, right = m.partition(" ")
-                if not sep or " " in right or left not in t2i or right not in t2i:
-                    raise TokenizerError(f"tokenizer.ggml.merges[{i}] = {m!r} is not two vocabulary entries "
-                                         "separated by one space")
-        n = len(merges)
-        # the first occurrence of a duplicate rule wins, as in llama.cpp
-        self._ranks: dict[str, int] = dict(zip(reversed(merges), range(n - 1, -1, -1)))
-
-    # ------------------------------------------------------------------ small accessors
+        # ------------------------------------------------------------------ small accessors
 
     @property
     def vocab_size(self) -> int:
@@ -453,45 +405,23 @@ class Tokenizer:
             raise TokenizerError(f"text contains a lone surrogate {bad.group()!r} at character {bad.start()} "
                                  "(not valid Unicode: was it decoded with errors='surrogateescape'?)")
         fragments = self._split_special(text, allowed_special, tuple(literal_spans))
-        out: list[int] = []
-        if self.model == "gpt2":
-            if add_special and self.add_bos:
-                out.append(self.bos_id)
-            for frag in fragments:
-                if isinstance(frag, int):
-                    out.append(frag)
-                else:
-                    self._encode_bpe_text(frag, out)
-            if add_special and self.add_eos:
-                out.append(self.eos_id)
-        elif self.model == "llama":
-            if add_special and self.add_bos:
-                out.append(self.bos_id)
-            prev_special = True  # the first text fragment also gets the space prefix
-            for frag in fragments:
-                if isinstance(frag, int):
-                    out.append(frag)
-                    prev_special = True
-                    continue
-                if self.add_space_prefix and prev_special:
-                    frag = " " + frag
-                out.extend(self._encode_spm(frag.replace(" ", SPM_SPACE)))
-                prev_special = False
-            if add_special and self.add_eos:
-                out.append(self.eos_id)
-        else:  # bert
-            if add_special:
-                if self.bos_id is None or self.sep_id is None:
-                    raise TokenizerError("add_special needs tokenizer.ggml.bos_token_id and "
-                                         "tokenizer.ggml.seperator_token_id for a BERT vocabulary")
-                out.append(self.bos_id)
-            for frag in fragments:
-                if isinstance(frag, int):
-                    out.append(frag)
-                else:
-                    self._encode_wpm(frag, out)
-            if add_special:
-                out.append(self.sep_id)
+        family = self._family
+        if add_special:
+            head, tail = family.specials(self)  # the post-processor (BERT: error without [CLS]/[SEP])
+            out: list[int] = list(head)
+        else:
+            out = []
+        encode_text = family.encode_text
+        after_special = True  # the first fragment counts as after a special (SentencePiece's "▁")
+        for frag in fragments:
+            if isinstance(frag, int):
+                out.append(frag)
+                after_special = True
+            else:
+                encode_text(self, frag, out, after_special)
+                after_special = False
+        if add_special:
+            out.extend(tail)
         return out
 
     def _special_pattern(self, allowed_special):
@@ -560,85 +490,6 @@ class Tokenizer:
             out.append(text[pos:])
         return out
 
-    # --- byte-level BPE ---
-
-    def _encode_bpe_text(self, text: str, out: list[int]) -> None:
-        """Pre-tokenize one plain-text fragment and append the BPE ids of every piece."""
-        cache = self._cache
-        for piece in split(text, self._patterns):
-            ids = cache.get(piece)
-            if ids is None:
-                ids = self._bpe_piece(piece)
-                if len(cache) < 200_000:
-                    cache[piece] = ids
-            out.extend(ids)
-
-    def _bpe_piece(self, piece: str) -> tuple[int, ...]:
-        """BPE-encode one pre-tokenized piece (a ``str`` of real text)."""
-        try:
-            raw = piece.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise TokenizerError(f"text contains a lone surrogate {piece[e.start]!r}, which is not "
-                                 "valid Unicode text") from None
-        word = raw.decode("latin-1").translate(_LATIN1_TO_BYTECHARS)
-        t2i = self._token_to_id
-        if self._pre.ignore_merges and word in t2i:
-            return (t2i[word],)
-        symbols = bpe_merge(list(word), self._ranks)
-        ids: list[int] = []
-        for s in symbols:
-            i = t2i.get(s)
-            if i is not None:
-                ids.append(i)
-                continue
-            for ch in s:  # not in the vocabulary: one token per byte; a byte without a token is dropped
-                i = t2i.get(ch)
-                if i is not None:
-                    ids.append(i)
-        return tuple(ids)
-
-    # --- SentencePiece BPE ---
-
-    def _encode_spm(self, text: str) -> list[int]:
-        """SentencePiece BPE of one fragment whose spaces are already ``"▁"``."""
-        t2i = self._token_to_id
-        symbols = spm_merge(text, t2i, self._scores)
-        out: list[int] = []
-        for s in symbols:
-            i = t2i.get(s)
-            if i is not None:
-                out.append(i)
-            else:  # byte fallback: <0xE2> <0x96> ...
-                out.extend(self._byte_ids[b] for b in s.encode("utf-8"))
-        return out
-
-    # --- WordPiece ---
-
-    def _encode_wpm(self, text: str, out: list[int]) -> None:
-        """WordPiece: normalize, split into words, take longest vocabulary matches from the left."""
-        t2i = self._token_to_id
-        max_len = self._max_token_chars
-        for word in wordpiece_words(text, self._lowercase, self._strip_accents):
-            w = SPM_SPACE + word  # word starts are stored with a leading "▁"
-            n = len(w)
-            start = len(out)
-            i = 0
-            while i < n:
-                for j in range(min(n, i + max_len), i, -1):
-                    tid = t2i.get(w[i:j])
-                    if tid is not None:
-                        out.append(tid)
-                        i = j
-                        break
-                else:  # no entry covers position i: the whole word is unknown
-                    del out[start:]
-                    break
-            if len(out) == start:
-                if self.unk_id is None:
-                    raise TokenizerError(f"word {word!r} has no WordPiece cover and there is no "
-                                         "tokenizer.ggml.unknown_token_id")
-                out.append(self.unk_id)
-
     # ------------------------------------------------------------------ decoding
 
     def _piece(self, i: int) -> bytes:
@@ -651,14 +502,7 @@ class Tokenizer:
         if ttype in (TokenType.CONTROL, TokenType.UNKNOWN, TokenType.USER_DEFINED):
             b = text.encode("utf-8")
         elif ttype == TokenType.NORMAL:
-            if self.model == "gpt2":
-                try:
-                    b = bytes(CHAR_TO_BYTE[c] for c in text)
-                except KeyError:  # a character outside the byte alphabet stands for itself
-                    b = b"".join(bytes([CHAR_TO_BYTE[c]]) if c in CHAR_TO_BYTE else c.encode("utf-8")
-                                 for c in text)
-            else:
-                b = text.replace(SPM_SPACE, " ").encode("utf-8")
+            b = self._family.normal_bytes(text)  # the decoder seam
         elif ttype == TokenType.BYTE:
             m = re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", text)
             b = bytes([int(m.group(1), 16)]) if m else text.encode("utf-8")
@@ -672,7 +516,7 @@ class Tokenizer:
 
         A streaming decoder needs this: one token may carry half of a character (``<0xE2>``, or a
         byte-level piece ending inside an emoji). Byte-level tokens map back through
-        :data:`CHAR_TO_BYTE`, ``<0xXX>`` becomes its byte, ``"▁"`` a space; control tokens give their
+        :data:`bytes2logits.text.CHAR_TO_BYTE`, ``<0xXX>`` becomes its byte, ``"▁"`` a space; control tokens give their
         text unless ``skip_special``. A bad id raises :class:`~bytes2logits.errors.TokenizerError`
         naming the id and its position.
         """
@@ -709,7 +553,8 @@ class Tokenizer:
 
         To tokenize the result, let the template's markers become control tokens but not marker text that
         came from a message: ``encode(text, allowed_special="all", literal_spans=spans)`` with the spans
-        from :func:`bytes2logits.session.message_spans` (:class:`~bytes2logits.session.ChatSession` does this).
+        from :func:`bytes2logits.engine.session.message_spans`
+        (:class:`~bytes2logits.engine.session.ChatSession` does this).
         """
         template = getattr(self, "_chat", None)
         if template is None:
@@ -722,13 +567,268 @@ class Tokenizer:
                 print("notice: this model has no tokenizer.chat_template; using ChatML", file=sys.stderr)
                 template = ChatTemplate.chatml(bos_token=bos, eos_token=eos or "<|im_end|>")
             else:
-                template = ChatTemplate(self.chat_template, bos_token=bos, eos_token=eos, name="tokenizer.chat_template")
+                template = ChatTemplate(self.chat_template, bos_token=bos, eos_token=eos,
+                                        name="tokenizer.chat_template")
             self._chat = template
         return template.render(messages, add_generation_prompt=add_generation_prompt, **context)
 
     def __repr__(self) -> str:
         """A one-line summary: model, pre-tokenizer and vocabulary size."""
         return f"Tokenizer(model={self.model!r}, pre={self.pre!r}, vocab_size={self.vocab_size})"
+
+
+# ---------------------------------------------------------------------- the three families
+
+
+class _Defaults(NamedTuple):
+    """llama.cpp's defaults for a family, used when the GGUF keys are missing."""
+
+    bos: int | None
+    eos: int | None
+    unk: int | None
+    sep: int | None
+    add_bos: bool
+
+
+class _Family:
+    """What one ``tokenizer.ggml.model`` family does its own way; one subclass per family.
+
+    Built from the metadata and the shared vocabulary, a family holds its own tables and fills the seams
+    of the pipeline: :meth:`encode_text` (normalizer, pre-tokenizer and model, for one plain-text
+    fragment), :meth:`specials` (the post-processor: the ids ``add_special`` puts around the text) and
+    :meth:`normal_bytes` (the decoder, for one NORMAL token).
+    """
+
+    model = ""
+    #: llama.cpp's special-token ids and ``add_bos`` for this family, used when the keys are missing
+    defaults = _Defaults(bos=None, eos=None, unk=None, sep=None, add_bos=False)
+    #: whether ``tokenizer.ggml.add_space_prefix`` applies, and its default (only SentencePiece has one)
+    space_prefix = False
+    #: whether ``add_bos`` decides the BOS, so that it needs ``bos_token_id`` (WordPiece always adds [CLS])
+    bos_by_flag = True
+    #: the family's tables that the :class:`Tokenizer` also carries under the same names
+    tokenizer_attrs: tuple[str, ...] = ("_pre",)
+    _pre = None
+    missing_bytes: frozenset[int] = frozenset()
+
+    def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
+        """Keep the vocabulary lookup and ``tokenizer.ggml.pre`` as given (only byte-level BPE uses it)."""
+        pre = md.get("tokenizer.ggml.pre")
+        self.pre: str | None = pre if isinstance(pre, str) else None
+        self._token_to_id = token_to_id
+
+    def encode_text(self, tok: Tokenizer, text: str, out: list[int], after_special: bool) -> None:
+        """Append the ids of one plain-text fragment to ``out``.
+
+        ``after_special``: the fragment starts the text or follows a special token.
+        """
+        raise NotImplementedError
+
+    def specials(self, tok: Tokenizer) -> tuple[list[int], list[int]]:
+        """The ids ``encode(..., add_special=True)`` puts around the text: BOS/EOS as ``tok`` says."""
+        return ([tok.bos_id] if tok.add_bos else []), ([tok.eos_id] if tok.add_eos else [])
+
+    def normal_bytes(self, text: str) -> bytes:
+        """The bytes a NORMAL token's text stands for: its UTF-8, with ``"▁"`` as a space."""
+        return text.replace(SPM_SPACE, " ").encode("utf-8")
+
+
+class _ByteLevelBPE(_Family):
+    """``"gpt2"``: pre-tokenize, write each piece's bytes as printable characters, merge by rank."""
+
+    model = "gpt2"
+    tokenizer_attrs = ("_pre", "_patterns", "_ranks", "_byte_ids", "_cache")
+
+    def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
+        """Read the pre-tokenizer and the merges; every printable ASCII byte must have a token."""
+        super().__init__(md, tokens, token_to_id, scores)
+        pre = md.get("tokenizer.ggml.pre")
+        if pre is not None and not isinstance(pre, str):
+            raise TokenizerError("tokenizer.ggml.pre is not a string")
+        self._pre = get_pre_tokenizer(pre)
+        self.pre = pre if pre is not None else "default"
+        self._patterns = self._pre.compiled
+        self.defaults = _Defaults(bos=11, eos=11, unk=None, sep=None, add_bos=self._pre.add_bos)
+        self._ranks: dict[str, int] = self._load_merges(md, token_to_id)
+        self._byte_ids = {b: token_to_id.get(c) for b, c in BYTE_TO_CHAR.items()}
+        self.missing_bytes = frozenset(b for b, i in self._byte_ids.items() if i is None)
+        printable = [b for b in range(0x20, 0x7F) if b in self.missing_bytes]
+        if printable:
+            raise TokenizerError("tokenizer.ggml.tokens has no byte-level token for printable ASCII "
+                                 f"byte(s) {', '.join(hex(b) for b in printable)}")
+        self._cache: dict[str, tuple[int, ...]] = {}
+
+    @staticmethod
+    def _load_merges(md: Mapping[str, Any], t2i: Mapping[str, int]) -> dict[str, int]:
+        """Read ``tokenizer.ggml.merges`` ("left right" strings) into a rank table.
+
+        The rank of a merge is its position in the list: lower ranks were learned earlier and are applied
+        first. The table is keyed by the merge string itself, so looking up the pair ``(a, b)`` is
+        ``ranks.get(a + " " + b)`` — byte-level vocabularies never contain a real space (it is ``"Ġ"``).
+        """
+        merges = md.get("tokenizer.ggml.merges")
+        if not isinstance(merges, (list, tuple)):
+            raise TokenizerError("tokenizer.ggml.merges is missing or not a list of strings "
+                                 "(byte-level BPE needs its merge rules)")
+        # Fast check first (C-level joins and set operations); the slow loop only runs to name the culprit.
+        ok = set(map(type, merges)) <= {str}
+        if ok:
+            parts = " ".join(merges).split(" ")
+            ok = len(parts) == 2 * len(merges) and t2i.keys() >= set(parts)
+        if not ok:
+            for i, m in enumerate(merges):
+                if not isinstance(m, str):
+                    raise TokenizerError(f"tokenizer.ggml.merges[{i}] is {type(m).__name__}, not a string")
+                left, sep, right = m.partition(" ")
+                if not sep or " " in right or left not in t2i or right not in t2i:
+                    raise TokenizerError(f"tokenizer.ggml.merges[{i}] = {m!r} is not two vocabulary entries "
+                                         "separated by one space")
+        n = len(merges)
+        # the first occurrence of a duplicate rule wins, as in llama.cpp
+        return dict(zip(reversed(merges), range(n - 1, -1, -1)))
+
+    def encode_text(self, tok: Tokenizer, text: str, out: list[int], after_special: bool) -> None:
+        """Pre-tokenize one plain-text fragment and append the BPE ids of every piece (cached per piece)."""
+        cache = self._cache
+        for piece in split(text, self._patterns):
+            ids = cache.get(piece)
+            if ids is None:
+                ids = self._bpe_piece(piece)
+                if len(cache) < 200_000:
+                    cache[piece] = ids
+            out.extend(ids)
+
+    def _bpe_piece(self, piece: str) -> tuple[int, ...]:
+        """BPE-encode one pre-tokenized piece (a ``str`` of real text)."""
+        try:
+            raw = piece.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise TokenizerError(f"text contains a lone surrogate {piece[e.start]!r}, which is not "
+                                 "valid Unicode text") from None
+        word = raw.decode("latin-1").translate(LATIN1_TO_PRINTABLE)
+        t2i = self._token_to_id
+        if self._pre.ignore_merges and word in t2i:
+            return (t2i[word],)
+        symbols = bpe_merge(list(word), self._ranks)
+        ids: list[int] = []
+        for s in symbols:
+            i = t2i.get(s)
+            if i is not None:
+                ids.append(i)
+                continue
+            for ch in s:  # not in the vocabulary: one token per byte; a byte without a token is dropped
+                i = t2i.get(ch)
+                if i is not None:
+                    ids.append(i)
+        return tuple(ids)
+
+    def normal_bytes(self, text: str) -> bytes:
+        """Each character back through :data:`~bytes2logits.text.CHAR_TO_BYTE`; others are themselves."""
+        try:
+            return bytes(CHAR_TO_BYTE[c] for c in text)
+        except KeyError:  # a character outside the byte alphabet stands for itself
+            return b"".join(bytes([CHAR_TO_BYTE[c]]) if c in CHAR_TO_BYTE else c.encode("utf-8")
+                            for c in text)
+
+
+class _SentencePieceBPE(_Family):
+    """``"llama"``: spaces as ``"▁"``, merge the best-scoring pair, byte tokens for what is left over."""
+
+    model = "llama"
+    defaults = _Defaults(bos=1, eos=2, unk=0, sep=None, add_bos=True)
+    space_prefix = True
+    tokenizer_attrs = ("_pre", "_byte_ids", "_scores")
+
+    def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
+        """Find the 256 byte-fallback tokens ``<0x00>``..``<0xFF>``; missing scores count as 0."""
+        super().__init__(md, tokens, token_to_id, scores)
+        self._byte_ids = {b: token_to_id.get(f"<0x{b:02X}>") for b in range(256)}
+        missing = [b for b, i in self._byte_ids.items() if i is None]
+        if missing:
+            raise TokenizerError(f"tokenizer.ggml.tokens lacks {len(missing)} byte-fallback token(s), "
+                                 f"e.g. <0x{missing[0]:02X}>")
+        self._scores = [0.0] * len(tokens) if scores is None else scores
+
+    def encode_text(self, tok: Tokenizer, text: str, out: list[int], after_special: bool) -> None:
+        """A space in front (``add_space_prefix``: at the start, after a special), spaces as "▁", then BPE."""
+        if tok.add_space_prefix and after_special:
+            text = " " + text
+        out.extend(self._encode_spm(text.replace(" ", SPM_SPACE)))
+
+    def _encode_spm(self, text: str) -> list[int]:
+        """SentencePiece BPE of one fragment whose spaces are already ``"▁"``."""
+        t2i = self._token_to_id
+        symbols = spm_merge(text, t2i, self._scores)
+        out: list[int] = []
+        for s in symbols:
+            i = t2i.get(s)
+            if i is not None:
+                out.append(i)
+            else:  # byte fallback: <0xE2> <0x96> ...
+                out.extend(self._byte_ids[b] for b in s.encode("utf-8"))
+        return out
+
+
+class _WordPiece(_Family):
+    """``"bert"``: normalize, split into words, longest vocabulary entries from the left, [CLS] ... [SEP]."""
+
+    model = "bert"
+    defaults = _Defaults(bos=101, eos=None, unk=100, sep=102, add_bos=True)
+    bos_by_flag = False
+    tokenizer_attrs = ("_pre", "_max_token_chars", "_lowercase", "_strip_accents")
+
+    def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
+        """Read the normalizer flags (lowercase, strip accents) and note the longest entry's length."""
+        super().__init__(md, tokens, token_to_id, scores)
+        self._max_token_chars = max(map(len, tokens))
+        self._lowercase = _flag(md, "tokenizer.ggml.normalizer.lowercase", True)
+        self._strip_accents = _flag(md, "tokenizer.ggml.normalizer.strip_accents", self._lowercase)
+
+    def encode_text(self, tok: Tokenizer, text: str, out: list[int], after_special: bool) -> None:
+        """Normalize, split into words, take longest vocabulary matches from the left; else ``tok.unk_id``."""
+        t2i = self._token_to_id
+        max_len = self._max_token_chars
+        for word in wordpiece_words(text, self._lowercase, self._strip_accents):
+            w = SPM_SPACE + word  # word starts are stored with a leading "▁"
+            n = len(w)
+            start = len(out)
+            i = 0
+            while i < n:
+                for j in range(min(n, i + max_len), i, -1):
+                    tid = t2i.get(w[i:j])
+                    if tid is not None:
+                        out.append(tid)
+                        i = j
+                        break
+                else:  # no entry covers position i: the whole word is unknown
+                    del out[start:]
+                    break
+            if len(out) == start:
+                if tok.unk_id is None:
+                    raise TokenizerError(f"word {word!r} has no WordPiece cover and there is no "
+                                         "tokenizer.ggml.unknown_token_id")
+                out.append(tok.unk_id)
+
+    def specials(self, tok: Tokenizer) -> tuple[list[int], list[int]]:
+        """Always ``[CLS]`` before and ``[SEP]`` after (``bos_id``, ``sep_id``); an error without them."""
+        if tok.bos_id is None or tok.sep_id is None:
+            raise TokenizerError("add_special needs tokenizer.ggml.bos_token_id and "
+                                 "tokenizer.ggml.seperator_token_id for a BERT vocabulary")
+        return [tok.bos_id], [tok.sep_id]
+
+
+_FAMILIES: dict[str, type[_Family]] = {f.model: f for f in (_ByteLevelBPE, _SentencePieceBPE, _WordPiece)}
+
+
+def _family_class(model) -> type[_Family]:
+    """The :class:`_Family` subclass for a ``tokenizer.ggml.model`` value; anything else is an error."""
+    if not isinstance(model, str):
+        raise TokenizerError("tokenizer.ggml.model is missing or not a string")
+    family = _FAMILIES.get(model)
+    if family is None:
+        raise TokenizerError(f"tokenizer.ggml.model = {model!r} is not supported "
+                             f"(supported: {', '.join(SUPPORTED_MODELS)})")
+    return family
 
 
 # ---------------------------------------------------------------------- the merge loops

@@ -52,10 +52,10 @@ from functools import lru_cache
 import numpy as np
 
 from .gguf import GGMLType, GGUFReader
-from .model import F32, rope_pairs, rope_theta
+from .ops import F32, Numerics, rope_pairs, rope_theta
 from .quants import VEC_DOT_TYPE, fake_quantize, quantize_activation
 
-__all__ = ["GGMLLinear", "attention", "rms_norm", "swiglu", "rope_angles", "apply_rope", "expf"]
+__all__ = ["GGML", "GGMLLinear", "attention", "rms_norm", "swiglu", "rope_angles", "apply_rope", "expf"]
 
 F64 = np.float64
 
@@ -89,7 +89,8 @@ _EXP_SHIFT = F32(float.fromhex("0x1.8p23"))  # adding 1.5 * 2**23 rounds a float
 _LOG2E = F32(float.fromhex("0x1.715476p+0"))
 _LN2_HI = F32(float.fromhex("0x1.62e4p-1"))  # ln 2 split in two so that n*ln2 is subtracted exactly
 _LN2_LO = F32(float.fromhex("0x1.7f7d1cp-20"))
-_EXP_C = [F32(float.fromhex(h)) for h in ("0x1.ffffecp-1", "0x1.fffdb6p-2", "0x1.555e66p-3", "0x1.573e2ep-5", "0x1.0e4020p-7")]
+_EXP_C = [F32(float.fromhex(h))
+          for h in ("0x1.ffffecp-1", "0x1.fffdb6p-2", "0x1.555e66p-3", "0x1.573e2ep-5", "0x1.0e4020p-7")]
 
 
 def expf(x: np.ndarray) -> np.ndarray:
@@ -139,7 +140,7 @@ def _libm():
 def rope_angles(n_pos: int, rope_dim: int, base: float, freq_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """RoPE cos/sin tables ``[n_pos, rope_dim // 2]`` as ggml's ``ggml_rope_cache_init`` builds them.
 
-    The angles are the same as :func:`bytes2logits.model.rope_angles` (float32, ``theta`` multiplied step
+    The angles are the same as :func:`bytes2logits.engine.ops.rope_angles` (float32, ``theta`` multiplied step
     by step by ``base ** (-2 / rope_dim)``), but ggml takes their cosine and sine with the C library's
     ``cosf``/``sinf``, which are not correctly rounded: on about 1% of the angles glibc's result differs by
     one ulp from the float32 nearest to the true value (what ``np.cos`` of a float64 gives). One ulp in
@@ -334,7 +335,8 @@ class GGMLLinear:
         """The layer for the (stacked) tensors ``names``: they must share one ggml type."""
         types = {reader.tensors[n].ggml_type for n in names}
         if len(types) != 1:
-            raise ValueError(f"cannot stack {names} with different types {sorted(t.name for t in types)} in ggml numerics")
+            raise ValueError(f"cannot stack {names} with different types {sorted(t.name for t in types)} "
+                             "in ggml numerics")
         t = types.pop()
         return cls(weight, bias, VEC_DOT_TYPE[t], _Q4_1(reader, names) if t == GGMLType.Q4_1 else None)
 
@@ -346,3 +348,8 @@ class GGMLLinear:
         if self.bias is not None:
             y += self.bias
         return y
+
+
+#: llama.cpp's CPU numerics (``Model.from_gguf(path, numerics="ggml")``): an f16 KV cache, activations
+#: rounded to the weights' vec-dot type, ggml's own expf and summation orders
+GGML = Numerics("ggml", rms_norm, swiglu, rope_angles, apply_rope, attention, GGMLLinear.from_gguf, np.float16)

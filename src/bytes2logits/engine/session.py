@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from .errors import ContextFullError
+from .checks import check_context
 
 __all__ = ["ChatSession", "common_prefix_length", "message_spans"]
 
@@ -27,7 +27,7 @@ def message_spans(tokenizer, messages: list[dict], text: str) -> list[tuple[int,
     placeholders' positions are the contents' spans. A template that rewrites message text (so the
     check fails) while a message carries marker text is refused with a :class:`TokenizerError`.
     """
-    from .errors import TokenizerError
+    from ..errors import TokenizerError
 
     markers = tuple(tokenizer.special_tokens)
     risky = [i for i, m in enumerate(messages)
@@ -91,7 +91,7 @@ class ChatSession:
     last_new_tokens: int = 0
 
     def __post_init__(self):
-        from .errors import TokenizerError
+        from ..errors import TokenizerError
 
         if self.model.vocab_size != self.tokenizer.vocab_size:
             raise TokenizerError(
@@ -128,11 +128,8 @@ class ChatSession:
 
         messages = self.messages + [{"role": "user", "content": text}]
         ids = self.prompt_ids(messages)
-        if len(ids) + 1 > self.model.n_ctx:
-            raise ContextFullError(
-                f"the conversation is {len(ids)} tokens and the context window holds {self.model.n_ctx}: "
-                f"start a new conversation or use a larger context (--n-ctx)"
-            )
+        # the prompt, and room for at least one answer token
+        check_context(0, len(ids) + 1, self.model.n_ctx, "Start a new conversation or use a larger context (--n-ctx).")
         keep = min(common_prefix_length(ids, self.cached_ids), self.model.n_past, len(ids) - 1)
         new = ids[keep:]
         self.last_prompt_tokens, self.last_new_tokens = len(ids), len(new)

@@ -136,7 +136,7 @@ def get_pre_tokenizer(pre: str | None) -> PreTokenizer:
     tokenize worse. An unknown value raises :class:`~bytes2logits.errors.TokenizerError` naming it and the
     supported ones: guessing would silently produce ids the model was never trained on.
     """
-    from .errors import TokenizerError
+    from ..errors import TokenizerError
 
     if pre is None:
         return PRE_TOKENIZERS["default"]

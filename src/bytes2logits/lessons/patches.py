@@ -309,8 +309,8 @@ def expand_placeholders(ids, placeholder_id: int, counts) -> tuple[list[int], li
     every one of them is widened to as many copies as its image has patch vectors, so that the id list and
     the sequence of vectors have the same length: the attention mask and the KV cache hold one entry per
     patch, and so does the position counter of a model with 1-D positions (Qwen2-VL's M-RoPE instead
-    gives patches (row, column) positions). ``counts`` is one int (every image has that many patches) or a sequence of ints, one per
-    placeholder in order of appearance (images of different sizes).
+    gives patches (row, column) positions). ``counts`` is one int (every image has that many patches) or a
+    sequence of ints, one per placeholder in order of appearance (images of different sizes).
 
     Returns ``(expanded, slots)``: the new ids (a list of Python ints: the text ids in their order, each
     placeholder replaced by its copies), and a list with one ``range`` per image, the positions in

@@ -1,8 +1,8 @@
-"""Other people's tokenizer files, loaded as engine :class:`~bytes2logits.tokenizer.Tokenizer` objects.
+"""Other people's tokenizer files, loaded as engine :class:`~bytes2logits.engine.tokenizer.Tokenizer` objects.
 
 Chapter 09 compares SmolLM2's tokenizer with three famous ones. None of them needs its own library: each
 is a byte-level BPE vocabulary plus a pre-tokenizer, which is exactly what
-:meth:`Tokenizer.from_metadata <bytes2logits.tokenizer.Tokenizer.from_metadata>` builds from GGUF-style
+:meth:`Tokenizer.from_metadata <bytes2logits.engine.tokenizer.Tokenizer.from_metadata>` builds from GGUF-style
 keys. This module only translates three published file formats into those keys:
 
 * GPT-2's ``encoder.json`` (token -> id) and ``vocab.bpe`` (one merge per line): :func:`gpt2_metadata`;
@@ -28,8 +28,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import TokenizerError
-from .tokenizer import BYTE_TO_CHAR, Tokenizer, TokenType
+from ..engine.tokenizer import Tokenizer, TokenType
+from ..errors import TokenizerError
+from ..text import BYTE_TO_CHAR
 
 __all__ = ["NormalizedTokenizer", "gpt2_metadata", "read_tiktoken_ranks", "merges_from_ranks",
            "tiktoken_metadata", "tokenizer_json_metadata", "load_gpt2", "load_cl100k", "load_qwen3"]
@@ -39,7 +40,8 @@ __all__ = ["NormalizedTokenizer", "gpt2_metadata", "read_tiktoken_ranks", "merge
 _TOKENIZER_JSON_PATTERNS = {
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+":
         "qwen2",
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+":
+    (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+     r"|\s*[\r\n]+|\s+(?!\S)|\s+"):
         "llama3",
 }
 
@@ -50,7 +52,7 @@ def _printable(token: bytes) -> str:
 
 
 class NormalizedTokenizer(Tokenizer):
-    """A :class:`~bytes2logits.tokenizer.Tokenizer` that applies a Unicode normalization form before encoding.
+    """A :class:`~bytes2logits.engine.tokenizer.Tokenizer` that applies a Unicode normalization form before encoding.
 
     Hugging Face tokenizers may declare a ``normalizer``; Qwen's says ``NFC``, so ``"e"`` followed by a
     combining acute accent is encoded as the single character ``"é"``. GGUF files have no such key (llama.cpp
@@ -275,7 +277,8 @@ def tokenizer_json_metadata(data: Mapping[str, Any]) -> tuple[dict[str, Any], st
         if pre != "llama3":
             raise TokenizerError(f"tokenizer.json: model.ignore_merges with pre-tokenizer {pre!r} is not supported")
     elif pre == "llama3":
-        raise TokenizerError("tokenizer.json: the Llama 3 pre-tokenizer implies ignore_merges, but model.ignore_merges is false")
+        raise TokenizerError("tokenizer.json: the Llama 3 pre-tokenizer implies ignore_merges, "
+                             "but model.ignore_merges is false")
     return metadata, normalization
 
 
@@ -285,7 +288,7 @@ def tokenizer_json_metadata(data: Mapping[str, Any]) -> tuple[dict[str, Any], st
 def load_gpt2(folder: str | os.PathLike | None = None) -> Tokenizer:
     """GPT-2's tokenizer from ``encoder.json`` and ``vocab.bpe`` (default: the ``gpt2-bpe`` asset)."""
     if folder is None:
-        from . import assets
+        from .. import assets
 
         folder = assets.path("gpt2-bpe")
     folder = Path(folder)
@@ -301,7 +304,7 @@ def load_cl100k(path: str | os.PathLike | None = None) -> Tokenizer:
     that whitespace as one piece there. Only those final pieces can differ.
     """
     if path is None:
-        from . import assets
+        from .. import assets
 
         path = assets.path("cl100k")
     return Tokenizer.from_metadata(tiktoken_metadata(read_tiktoken_ranks(path), pre="llama3"))
@@ -310,7 +313,7 @@ def load_cl100k(path: str | os.PathLike | None = None) -> Tokenizer:
 def load_qwen3(path: str | os.PathLike | None = None) -> Tokenizer:
     """Qwen3's tokenizer from its ``tokenizer.json`` (default: the ``qwen3-tokenizer`` asset), NFC included."""
     if path is None:
-        from . import assets
+        from .. import assets
 
         path = assets.path("qwen3-tokenizer")
     data = json.loads(Path(path).read_text(encoding="utf-8"))

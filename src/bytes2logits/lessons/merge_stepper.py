@@ -6,7 +6,7 @@ kernel.
 
 * :func:`bpe_trace` replays training step by step and records, for every step, the pair counts, the tied
   candidates, the winner and the segmented words. It recounts every pair at every step, which is fine for
-  a chapter-sized corpus; the fast trainer is :func:`bytes2logits.bpe.train_bpe`, and a test checks that
+  a chapter-sized corpus; the fast trainer is :func:`bytes2logits.lessons.bpe.train_bpe`, and a test checks that
   both learn the same merges.
 * :func:`step_html` renders one step: the top pairs (ties highlighted, the winner marked), the words cut
   into coloured tokens, and the vocabulary learned so far.
@@ -18,8 +18,8 @@ import html
 from collections import Counter
 from dataclasses import dataclass
 
-from ..bpe import count_pieces, token_to_printable
-from .widgets import token_boxes_html
+from ..kit.widgets import token_boxes_html
+from .bpe import count_pieces, token_to_printable
 
 __all__ = ["Step", "bpe_trace", "step_html", "merge_stepper", "encode_steps"]
 
@@ -53,7 +53,7 @@ def _pair_counts(words: dict[str, tuple[bytes, ...]], freq: dict[str, int]) -> C
 def bpe_trace(text: str, num_merges: int) -> list[Step]:
     """Replay BPE training on ``text`` for up to ``num_merges`` merges; one :class:`Step` per merge.
 
-    Same rules as :func:`bytes2logits.bpe.train_bpe`: pieces from ``\\S+|\\s+``, bytes as base symbols,
+    Same rules as :func:`bytes2logits.lessons.bpe.train_bpe`: pieces from ``\\S+|\\s+``, bytes as base symbols,
     counts weighted by piece frequency, the most frequent pair wins and ties go to the smallest pair of raw
     bytes. The list ends with a step whose ``winner`` is ``None`` when the corpus runs out of pairs.
     """

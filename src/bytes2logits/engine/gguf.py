@@ -31,13 +31,14 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
-from .errors import GGUFError
+from ..errors import GGUFError
 
 __all__ = [
     "GGUFError",
@@ -252,7 +253,8 @@ class _Cursor:
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise GGUFError(f"{what} at byte offset {start} is not valid UTF-8 ({e.reason} at byte {e.start})") from None
+            raise GGUFError(f"{what} at byte offset {start} is not valid UTF-8 "
+                            f"({e.reason} at byte {e.start})") from None
 
 
 class GGUFReader:
@@ -291,7 +293,22 @@ class GGUFReader:
 
     # -- parsing -------------------------------------------------------------------------------------------
     def _parse(self) -> None:
+        """Read the file's four sections in order, checking each against the file size as it goes.
+
+        A GGUF file is: a header (magic, version, tensor and metadata counts), the metadata key/value
+        pairs, one info record per tensor (name, shape, type, offset), then, after padding to the
+        alignment, the tensor data. Every error names the byte offset where the bad field starts.
+        """
         c = _Cursor(self._mm, self.size)
+        n_tensors, n_kv = self._read_header(c)
+        self._read_metadata(c, n_kv)
+        self.alignment = self._read_alignment()
+        infos = self._read_tensor_infos(c, n_tensors)
+        self.data_offset = -(-c.pos // self.alignment) * self.alignment
+        self.tensors: dict[str, TensorInfo] = self._place_tensor_data(infos)
+
+    def _read_header(self, c: _Cursor) -> tuple[int, int]:
+        """Magic, version and the two counts; returns ``(n_tensors, n_kv)`` once they are plausible."""
         magic = bytes(self._mm[:4])
         if magic != MAGIC:
             raise GGUFError(f"bad magic {magic!r} at byte offset 0: expected {MAGIC!r} (is this a GGUF file?)")
@@ -313,7 +330,10 @@ class GGUFReader:
             raise GGUFError(f"metadata count {n_kv} at byte offset 16 cannot fit in a {self.size}-byte file")
         if n_tensors * 24 > self.size - c.pos:
             raise GGUFError(f"tensor count {n_tensors} at byte offset 8 cannot fit in a {self.size}-byte file")
+        return n_tensors, n_kv
 
+    def _read_metadata(self, c: _Cursor, n_kv: int) -> None:
+        """The ``n_kv`` key/value pairs into :attr:`metadata` and :attr:`value_types`, in file order."""
         self._nested = 0
         self.metadata: dict[str, Any] = {}
         self.value_types: dict[str, ValueType] = {}
@@ -326,13 +346,17 @@ class GGUFReader:
             self.value_types[key] = vtype
             self.metadata[key] = self._value(c, vtype, key, depth=0)
 
-        self.alignment = DEFAULT_ALIGNMENT
-        if "general.alignment" in self.metadata:
-            a = self.metadata["general.alignment"]
-            if self.value_types["general.alignment"] != ValueType.UINT32 or a <= 0 or a & (a - 1):
-                raise GGUFError(f"general.alignment must be a power of two stored as uint32, got {a!r}")
-            self.alignment = a
+    def _read_alignment(self) -> int:
+        """``general.alignment`` (a power of two stored as uint32), or the default of 32."""
+        if "general.alignment" not in self.metadata:
+            return DEFAULT_ALIGNMENT
+        a = self.metadata["general.alignment"]
+        if self.value_types["general.alignment"] != ValueType.UINT32 or a <= 0 or a & (a - 1):
+            raise GGUFError(f"general.alignment must be a power of two stored as uint32, got {a!r}")
+        return a
 
+    def _read_tensor_infos(self, c: _Cursor, n_tensors: int) -> list[tuple]:
+        """One ``(name, dims, type, relative offset, nbytes, info offset)`` per tensor info record."""
         infos = []
         for i in range(n_tensors):
             at = c.pos
@@ -350,20 +374,24 @@ class GGUFReader:
             try:
                 ggml_type = GGMLType(type_id)
             except ValueError:
-                raise GGUFError(f"tensor {name!r} has unknown ggml type id {type_id} at byte offset {type_at}") from None
+                raise GGUFError(f"tensor {name!r} has unknown ggml type id {type_id} "
+                                f"at byte offset {type_at}") from None
             rel = c.u64(f"data offset of tensor {name!r}")
             if rel % self.alignment:
-                raise GGUFError(f"tensor {name!r} data offset {rel} is not a multiple of the alignment {self.alignment}")
+                raise GGUFError(f"tensor {name!r} data offset {rel} is not a multiple of the alignment "
+                                f"{self.alignment}")
             try:
                 nbytes = tensor_nbytes(ggml_type, dims)
             except GGUFError as e:
                 raise GGUFError(f"tensor {name!r}: {e}") from None
             infos.append((name, dims, ggml_type, rel, nbytes, at))
+        return infos
 
-        self.data_offset = -(-c.pos // self.alignment) * self.alignment
-        self.tensors: dict[str, TensorInfo] = {}
+    def _place_tensor_data(self, infos: list[tuple]) -> dict[str, TensorInfo]:
+        """Absolute data spans from :attr:`data_offset`: unique names, inside the file, not overlapping."""
+        tensors: dict[str, TensorInfo] = {}
         for name, dims, ggml_type, rel, nbytes, at in infos:
-            if name in self.tensors:
+            if name in tensors:
                 raise GGUFError(f"duplicate tensor name {name!r} (info at byte offset {at})")
             start = self.data_offset + rel
             if start + nbytes > self.size:
@@ -371,14 +399,15 @@ class GGUFReader:
                     f"tensor {name!r} data [{start}, {start + nbytes}) lies outside the {self.size}-byte file "
                     f"(info at byte offset {at})"
                 )
-            self.tensors[name] = TensorInfo(name, dims, ggml_type, start, nbytes)
-        spans = sorted(self.tensors.values(), key=lambda t: t.offset)
+            tensors[name] = TensorInfo(name, dims, ggml_type, start, nbytes)
+        spans = sorted(tensors.values(), key=lambda t: t.offset)
         for a, b in zip(spans, spans[1:]):
             if b.offset < a.offset + a.nbytes:
                 raise GGUFError(
                     f"tensor {b.name!r} data at byte offset {b.offset} overlaps tensor {a.name!r} "
                     f"[{a.offset}, {a.offset + a.nbytes})"
                 )
+        return tensors
 
     def _value_type(self, c: _Cursor, what: str) -> ValueType:
         at = c.pos
@@ -474,7 +503,7 @@ class GGUFReader:
         """Tensor ``name`` as a read-only view with its NumPy shape, for unquantized types (F32, F16, I8 …).
 
         BF16 comes back as uint16 bit patterns; quantized types come back as uint8 rows of blocks of shape
-        ``(rows, bytes_per_row)``. Use :func:`bytes2logits.quants.dequantize` to get float32 values.
+        ``(rows, bytes_per_row)``. Use :func:`bytes2logits.engine.quants.dequantize` to get float32 values.
         """
         info = self._info(name)
         dt = {

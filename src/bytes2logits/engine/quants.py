@@ -58,7 +58,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .errors import GGUFError
+from ..errors import GGUFError
 from .gguf import GGML_BLOCK_SIZES, GGMLType, GGUFReader
 
 __all__ = [
@@ -413,7 +413,7 @@ def dequantize(raw, ggml_type, shape) -> np.ndarray:
     Args:
         raw: exactly the tensor's bytes: a uint8 array (e.g. ``GGUFReader.tensor_bytes(name)``, a
             read-only memory map is fine), ``bytes`` or a ``memoryview``.
-        ggml_type: the tensor's :class:`~bytes2logits.gguf.GGMLType` (or its integer id): one of
+        ggml_type: the tensor's :class:`~bytes2logits.engine.gguf.GGMLType` (or its integer id): one of
             :data:`DEQUANTIZE_TYPES` (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K).
         shape: the tensor's shape in NumPy order (``TensorInfo.shape``). Rows run along the last axis,
             so its length must be a multiple of the type's block size (32 or 256 for quantized types).
@@ -493,7 +493,7 @@ def dequantize(raw, ggml_type, shape) -> np.ndarray:
 
 
 def dequantize_tensor(reader: GGUFReader, name: str) -> np.ndarray:
-    """Dequantize the tensor ``name`` of an open :class:`~bytes2logits.gguf.GGUFReader` to float32.
+    """Dequantize the tensor ``name`` of an open :class:`~bytes2logits.engine.gguf.GGUFReader` to float32.
 
     The result has the tensor's NumPy-order shape (``reader.tensors[name].shape``), e.g.
     ``(49152, 576)`` for SmolLM2's ``token_embd.weight``. Raises :class:`GGUFError` for an unknown name.

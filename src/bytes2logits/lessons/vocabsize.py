@@ -62,7 +62,7 @@ def vocab_prefix(
 
     ``merges`` is the ordered merge list of a run trained to some size >= ``vocab_size``. Because training
     is greedy, its first ``k`` merges are exactly what a run asked for ``k`` merges would have learned, so
-    no second run is needed. ``vocab`` is built with :func:`bytes2logits.bpe.build_vocab` (the 256 bytes,
+    no second run is needed. ``vocab`` is built with :func:`bytes2logits.lessons.bpe.build_vocab` (the 256 bytes,
     then one id per merge).
 
     ``vocab_size`` must be an ``int`` (``TypeError`` otherwise) between 256 (the bytes alone) and
@@ -113,7 +113,7 @@ def compression_curve(
     ``text`` a non-empty ``str`` (an empty text has no compression). Violations raise ``TypeError`` (wrong
     type) or ``ValueError``. Returns a list of ``(int, float)`` tuples in the order of ``sizes``.
 
-    Encoding uses :class:`bytes2logits.bpe.FastBPETokenizer` (the ids of lab 04's ``BPETokenizer``,
+    Encoding uses :class:`bytes2logits.lessons.bpe.FastBPETokenizer` (the ids of lab 04's ``BPETokenizer``,
     faster on long texts). With the same merges, a larger V never gives more tokens: the extra merges only
     act after all the earlier ones, and each one fuses two tokens into one.
 

@@ -8,13 +8,13 @@ import os
 import signal
 import sys
 
-from .errors import ContextFullError, GGUFError, TemplateError, TokenizerError
+from ..errors import ContextFullError, GGUFError, TemplateError, TokenizerError
 
 ENGINE_ERRORS = (GGUFError, TokenizerError, TemplateError, ContextFullError)
 
 
 def _default_model() -> str:
-    from . import assets
+    from .. import assets
 
     return str(assets.path("smollm2"))
 
@@ -97,7 +97,8 @@ def chat_main(argv: list[str]) -> int:
     p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8; 0 = greedy)")
     p.add_argument("--top-k", type=int, default=40, help="keep the k most likely tokens (default 40; 0 = off)")
     p.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling threshold (default 0.95; 1 = off)")
-    p.add_argument("--min-p", type=float, default=0.05, help="drop tokens below min_p × the top probability (default 0.05)")
+    p.add_argument("--min-p", type=float, default=0.05,
+                   help="drop tokens below min_p × the top probability (default 0.05)")
     p.add_argument("--repeat-penalty", type=float, default=1.0, help="penalty for recent tokens (default 1.0 = off)")
     p.add_argument("--seed", type=int, default=None, help="random seed, for reproducible sampling")
     p.add_argument("--greedy", action="store_true", help="always take the most likely token")

@@ -2,8 +2,17 @@
 # `make lab` and `make test` are the two commands of the quick start; both set up what is missing first
 # and do nothing twice.
 
-PYTHON   ?= python3.11
+# The interpreter the venv is made from: the first of these that is a supported CPython (3.11 to 3.13,
+# what the pinned dependencies support), or say PYTHON=/path/to/python. `make` stops with a clear message
+# when there is none.
+SUPPORTED_PYTHONS := python3.11 python3.12 python3.13 python3
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(firstword $(foreach p,$(SUPPORTED_PYTHONS),$(shell command -v $(p) >/dev/null 2>&1 && \
+            $(p) -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' 2>/dev/null && echo $(p))))
+endif
 VENV     ?= .venv
+# What the venv gets: the course and the test oracles (make smoke EXTRAS=course installs just the course).
+EXTRAS   ?= course,test
 BIN      := $(VENV)/bin
 STAMP    := $(VENV)/.bytes2logits-installed
 # Extra arguments for JupyterLab, e.g. make lab LAB_ARGS="--no-browser --port=8899"
@@ -12,6 +21,9 @@ LAB_ARGS ?=
 CHAT_ARGS ?=
 # Extra arguments for pytest, e.g. make test PYTEST_ARGS="-x -k stream"
 PYTEST_ARGS ?=
+# pytest-xdist workers: one per core, at most 4 (each holds its own models and notebook kernels in memory).
+# Whole test files go to one worker (--dist loadfile), so a module's expensive fixture is built once.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 LAB      ?= lab01
 # Jupyter refuses to run as root without this flag (CI and containers run as root).
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
@@ -32,11 +44,13 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=$(call cpu_has,avx) -DGGML_AVX2
   -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 BENCH_STAMP := $(VENV)/.bytes2logits-bench-installed
 
-.PHONY: setup sandbox assets lab test labs check grade bench chat clean help
+.PHONY: setup python sandbox assets lab test lint smoke labs check grade bench chat clean help
 
 help:
 	@echo "make lab     set up (if needed) and start JupyterLab at the repo root"
-	@echo "make test    set up (if needed) and run the whole test suite"
+	@echo "make test    set up (if needed), lint, and run the whole test suite"
+	@echo "make lint    ruff over src, tests, tools and benchmarks"
+	@echo "make smoke   install, one chapter, one lab check, one chat turn (e.g. PYTHON=python3.13 VENV=.venv-3.13)"
 	@echo "make labs    regenerate solutions/ answer cells and the labs/ release"
 	@echo "make check LAB=lab01   grade your copy of a lab with its hidden suite"
 	@echo "make grade   run the nbgrader cycle for a class (see docs/instructor-guide.md)"
@@ -59,10 +73,19 @@ sandbox:
 	  fi; \
 	fi
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+# Say which Python is used, or why none can be.
+python:
+	@if [ -z "$(PYTHON)" ]; then \
+	  echo "ERROR: no supported Python found: this course needs CPython 3.11, 3.12 or 3.13 (looked for $(SUPPORTED_PYTHONS))."; \
+	  echo "ERROR: install one (Debian/Ubuntu: sudo apt-get install python3 python3-venv), or run make PYTHON=/path/to/python3.x"; \
+	  exit 1; \
+	fi
+
+$(STAMP): pyproject.toml | python
+	@test -x $(BIN)/python || { echo "Creating $(VENV) with $(PYTHON) ($$($(PYTHON) -c 'import sys; print(sys.version.split()[0])'))"; \
+	  $(PYTHON) -m venv $(VENV) || { echo "ERROR: '$(PYTHON) -m venv' failed; on Debian/Ubuntu install the venv module: sudo apt-get install python3-venv"; exit 1; }; }
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24"
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[course,test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS)]'
 	@touch $@
 
 assets: setup
@@ -72,8 +95,15 @@ lab: assets
 	@echo "Starting JupyterLab; open the URL printed below (course/ holds the chapters, labs/ the labs)."
 	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(ROOT_FLAG) $(LAB_ARGS)
 
-test: assets
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+test: assets lint
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check src tests tools benchmarks
+
+# A quick proof that another Python works: install the course, run one chapter, check one lab, chat once.
+smoke: assets
+	$(BIN)/python tools/smoke.py
 
 labs: setup
 	$(BIN)/python -m bytes2logits build-labs

@@ -43,13 +43,14 @@ def step_chapter() -> str:
 
 def step_check() -> str:
     done = _run("-m", "bytes2logits", "check", str(LAB), timeout=600)
-    totals = [line for line in done.stdout.splitlines() if line.lower().startswith("total")]
-    if done.returncode != 0 or not totals:
-        raise RuntimeError(f"check exited {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    got, _, full = totals[-1].split()[-1].partition("/")
-    if float(got) != float(full):
+    scores = [line for line in done.stdout.splitlines() if line.startswith("score:")]
+    if not scores:
+        raise RuntimeError(f"check exited {done.returncode} without a score:\n"
+                           f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    got, _, full = scores[-1].split()[-1].partition("/")
+    if done.returncode != 0 or float(got) != float(full):
         raise RuntimeError(f"the solution of lab 01 should get full marks:\n{done.stdout[-2000:]}")
-    return f"{LAB.name}: {totals[-1].strip()}"
+    return f"{LAB.name}: {scores[-1]}"
 
 
 def step_chat() -> str:

@@ -30,7 +30,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 export PYTHONDONTWRITEBYTECODE := 1
 # nbgrader runs helpers such as `alembic` by name: the venv must come first on PATH.
-export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 # llama.cpp, the yardstick of `make bench`, is compiled from source by pip (about 10 minutes, once). A
 # plain build enables every instruction set the compiler can target, including Intel AMX, which some
@@ -108,10 +108,10 @@ smoke: assets
 labs: setup
 	$(BIN)/python -m bytes2logits build-labs
 
-check: setup
+check: assets
 	$(BIN)/python -m bytes2logits check labs/$(LAB)*/$(LAB)*.ipynb
 
-grade: setup
+grade: assets
 	$(BIN)/python -m bytes2logits grade $(GRADE_ARGS)
 
 chat: assets
@@ -127,4 +127,4 @@ bench: assets $(BENCH_STAMP)
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info
+	rm -rf $(VENV) .venv-3.* build src/*.egg-info

@@ -22,6 +22,8 @@ from bytes2logits import assets  # noqa: E402
 from bytes2logits.engine.model import Model  # noqa: E402
 from bytes2logits.engine.tokenizer import Tokenizer  # noqa: E402
 
+pytestmark = pytest.mark.slow  # SmolLM2 against llama.cpp over whole prompts: minutes
+
 EXACT = load_smollm2_fixture("exact")
 GGML = load_smollm2_fixture("ggml")
 

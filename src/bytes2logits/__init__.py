@@ -1,6 +1,6 @@
 """Bytes to Logits: a NumPy inference engine for GGUF models, the course's reference code, and its kit.
 
-The package has three layers on a small base; each imports only the layers listed below it:
+The package has three layers on a small base:
 
 ===================  ==========================================================================
 ``kit/``             course machinery: lab registry and build, check and grading (sandboxed

@@ -64,3 +64,18 @@ def test_ci_runs_exactly_the_readme_test_command():
 @pytest.mark.parametrize("target", ["setup", "assets", "lab", "test", "labs", "check", "grade"])
 def test_makefile_targets(target):
     assert re.search(rf"^{target}:", (ROOT / "Makefile").read_text(), re.M)
+
+
+def test_pre_commit_hooks_run_what_ci_runs():
+    """Every hook of .pre-commit-config.yaml calls a program of the project's venv that exists, and the
+    pytest hooks name test files that exist (a renamed test would otherwise make the hook a silent no-op)."""
+    yaml = pytest.importorskip("yaml")
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
+    hooks = [h for repo in config["repos"] for h in repo["hooks"]]
+    assert {h["id"] for h in hooks} >= {"ruff", "layers", "labs-up-to-date"}
+    for hook in hooks:
+        program, *args = hook["entry"].split()
+        assert program.startswith(".venv/bin/") and (ROOT / program).exists() or not (ROOT / ".venv").exists(), hook
+        for arg in args:
+            if arg.startswith("tests/"):
+                assert (ROOT / arg).is_file(), f"hook {hook['id']} runs {arg}, which does not exist"

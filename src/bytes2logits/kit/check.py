@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .labs import Lab, find_lab, repo_root
 
-__all__ = ["TaskScore", "grade_notebook", "main"]
+if TYPE_CHECKING:
+    from .trusted import TaskResult
 
-
-class TaskScore:
-    def __init__(self, task: str, score: float, points: float, lines: list[str], flags: list[str] | None = None,
-                 passed: int = 0, total: int = 0):
-        self.task, self.score, self.points, self.lines = task, score, points, lines
-        self.flags = list(flags or [])
-        self.passed, self.total = passed, total
+__all__ = ["grade_notebook", "main"]
 
 
 def _is_instructor_source(path: Path, lab: Lab) -> bool:
@@ -32,18 +28,17 @@ def _is_instructor_source(path: Path, lab: Lab) -> bool:
         return False
 
 
-def grade_notebook(path, lab: Lab | None = None, *, call_seconds: float | None = None) -> list[TaskScore]:
-    """Grade a copy of ``path``; return one score per task (the trusted grader's)."""
+def grade_notebook(path, lab: Lab | None = None, *, call_seconds: float | None = None) -> list[TaskResult]:
+    """Grade a copy of ``path``; return the trusted grader's :class:`~bytes2logits.kit.trusted.TaskResult`
+    per task."""
     from .trusted import grade_submission
 
     path = Path(path).resolve()
     lab = lab or find_lab(path)
     # The instructor's source notebook holds the reference as its answers: checking it is a test of the
     # suites, so the reference-use scan (which would rightly flag every answer there) is skipped.
-    results = grade_submission(path, lab, call_seconds=call_seconds,
-                               check_reference_use=not _is_instructor_source(path, lab))
-    return [TaskScore(r.task, r.score, r.points, [r.summary(), *r.lines], r.flags, r.passed, r.total)
-            for r in results]
+    return grade_submission(path, lab, call_seconds=call_seconds,
+                            check_reference_use=not _is_instructor_source(path, lab))
 
 
 def main(argv: list[str]) -> int:
@@ -74,8 +69,6 @@ def main(argv: list[str]) -> int:
     for s in scores:
         print(f"{s.task:<{width}}  {f'{s.score:g}/{s.points:g}':<5}  {s.passed}/{s.total}")
         for line in s.lines:
-            if line.startswith(f"{s.task}:"):
-                continue  # the summary line repeats the score
             print(f"{'':<{width}}    {line.strip()}")
     got, total = sum(s.score for s in scores), sum(s.points for s in scores)
     print(f"\nscore: {got:g}/{total:g}")

@@ -54,8 +54,6 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 __all__ = ["Tokenizer", "TokenType", "SUPPORTED_MODELS"]
 
-SUPPORTED_MODELS = ("gpt2", "llama", "bert")
-
 
 class TokenType:
     """The values of ``tokenizer.ggml.token_type`` (llama.cpp's ``llama_token_type``)."""
@@ -67,7 +65,6 @@ class TokenType:
     USER_DEFINED = 4  # added tokens that stand for literal text (llama.cpp matches these even in plain text)
     UNUSED = 5
     BYTE = 6          # SentencePiece byte fallback <0x00>..<0xFF>
-
 
 
 SPM_SPACE = "\u2581"  # ▁ LOWER ONE EIGHTH BLOCK: SentencePiece's visible space
@@ -204,15 +201,13 @@ class Tokenizer:
         model = md.get("tokenizer.ggml.model")
         family_cls = _family_class(model)
         self.model: str = model
-        self._read_vocabulary(md)
-        family = family_cls(md, self._tokens, self._token_to_id, self._scores)
+        scores = self._read_vocabulary(md)
+        family = family_cls(md, self._tokens, self._token_to_id, scores)
         self._family: _Family = family
         #: the ``tokenizer.ggml.pre`` value (only byte-level BPE uses it; ``"default"`` when missing there)
         self.pre: str | None = family.pre
         #: byte values that have no token: llama.cpp (and HF) silently drop such bytes when encoding
         self.missing_bytes: frozenset[int] = family.missing_bytes
-        for name in family.tokenizer_attrs:  # the family's tables, also under the names they always had here
-            setattr(self, name, getattr(family, name))
 
         self.add_space_prefix: bool = (_flag(md, "tokenizer.ggml.add_space_prefix", family.space_prefix)
                                        and family.space_prefix)
@@ -227,8 +222,9 @@ class Tokenizer:
         template = md.get("tokenizer.chat_template")
         self.chat_template: str | None = template if isinstance(template, str) else None
 
-    def _read_vocabulary(self, md: Mapping[str, Any]) -> None:
-        """Read what every family shares: ``_tokens``, ``_token_to_id``, ``_types``, ``_scores`` (or None)."""
+    def _read_vocabulary(self, md: Mapping[str, Any]) -> list | None:
+        """Read what every family shares: ``_tokens``, ``_token_to_id``, ``_types``; return the scores (or
+        None), which only the family's model uses."""
         tokens = md.get("tokenizer.ggml.tokens")
         if not isinstance(tokens, (list, tuple)) or not tokens:
             raise TokenizerError("tokenizer.ggml.tokens is missing or not a non-empty list of strings")
@@ -249,7 +245,7 @@ class Tokenizer:
                 seen[t] = i
         types = _per_token(md, "tokenizer.ggml.token_type", "iu", n)
         self._types: list[int] = [TokenType.NORMAL] * n if types is None else types
-        self._scores: list | None = _per_token(md, "tokenizer.ggml.scores", "iuf", n)
+        return _per_token(md, "tokenizer.ggml.scores", "iuf", n)
 
     def _read_special_ids(self, md: Mapping[str, Any], family: _Family) -> tuple[int | None, int | None]:
         """Set ``bos_id``/``eos_id``/``unk_id``/``sep_id``/``pad_id`` (the family's defaults where a key is
@@ -315,7 +311,7 @@ class Tokenizer:
             self._rstrip = frozenset(ids - keep)
         self._special_ids = {**self._user_defined, **self._control}
 
-        # ------------------------------------------------------------------ small accessors
+    # ------------------------------------------------------------------ small accessors
 
     @property
     def vocab_size(self) -> int:
@@ -606,9 +602,6 @@ class _Family:
     space_prefix = False
     #: whether ``add_bos`` decides the BOS, so that it needs ``bos_token_id`` (WordPiece always adds [CLS])
     bos_by_flag = True
-    #: the family's tables that the :class:`Tokenizer` also carries under the same names
-    tokenizer_attrs: tuple[str, ...] = ("_pre",)
-    _pre = None
     missing_bytes: frozenset[int] = frozenset()
 
     def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
@@ -637,7 +630,6 @@ class _ByteLevelBPE(_Family):
     """``"gpt2"``: pre-tokenize, write each piece's bytes as printable characters, merge by rank."""
 
     model = "gpt2"
-    tokenizer_attrs = ("_pre", "_patterns", "_ranks", "_byte_ids", "_cache")
 
     def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
         """Read the pre-tokenizer and the merges; every printable ASCII byte must have a token."""
@@ -737,7 +729,6 @@ class _SentencePieceBPE(_Family):
     model = "llama"
     defaults = _Defaults(bos=1, eos=2, unk=0, sep=None, add_bos=True)
     space_prefix = True
-    tokenizer_attrs = ("_pre", "_byte_ids", "_scores")
 
     def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
         """Find the 256 byte-fallback tokens ``<0x00>``..``<0xFF>``; missing scores count as 0."""
@@ -775,7 +766,6 @@ class _WordPiece(_Family):
     model = "bert"
     defaults = _Defaults(bos=101, eos=None, unk=100, sep=102, add_bos=True)
     bos_by_flag = False
-    tokenizer_attrs = ("_pre", "_max_token_chars", "_lowercase", "_strip_accents")
 
     def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
         """Read the normalizer flags (lowercase, strip accents) and note the longest entry's length."""
@@ -818,6 +808,8 @@ class _WordPiece(_Family):
 
 
 _FAMILIES: dict[str, type[_Family]] = {f.model: f for f in (_ByteLevelBPE, _SentencePieceBPE, _WordPiece)}
+#: the ``tokenizer.ggml.model`` values this tokenizer reads
+SUPPORTED_MODELS: tuple[str, ...] = tuple(_FAMILIES)
 
 
 def _family_class(model) -> type[_Family]:

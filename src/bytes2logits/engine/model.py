@@ -182,7 +182,6 @@ class Model:
             raise ValueError(f"numerics must be one of {', '.join(map(repr, NUMERICS))}, not {numerics!r}")
         t0 = time.perf_counter()
         self.reader = reader
-        self.numerics = numerics
         self.hparams = hp = Hyperparameters.from_gguf(reader)
         self.arch = ARCHITECTURES[hp.arch]
         self.n_ctx = int(n_ctx) if n_ctx is not None else min(hp.n_ctx_train, 4096)
@@ -294,6 +293,11 @@ class Model:
             )
 
     # -- properties ------------------------------------------------------------------------------------------
+    @property
+    def numerics(self) -> str:
+        """The name of the numerics in use: ``"exact"`` or ``"ggml"`` (``self.ops.name``)."""
+        return self.ops.name
+
     @property
     def vocab_size(self) -> int:
         """Number of rows of logits each position gets (the vocabulary size)."""

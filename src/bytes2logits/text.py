@@ -10,8 +10,7 @@ Nothing here imports any other part of the package.
 
 from __future__ import annotations
 
-__all__ = ["REPLACEMENT", "bytes_to_unicode", "BYTE_TO_CHAR", "CHAR_TO_BYTE", "LATIN1_TO_PRINTABLE",
-           "decode_utf8_prefix"]
+__all__ = ["REPLACEMENT", "bytes_to_unicode", "BYTE_TO_CHAR", "CHAR_TO_BYTE", "decode_utf8_prefix"]
 
 REPLACEMENT = "\ufffd"  # U+FFFD REPLACEMENT CHARACTER, shown as �
 
@@ -34,13 +33,11 @@ def bytes_to_unicode() -> dict[int, str]:
     return dict(sorted(table.items()))
 
 
-#: byte value -> the printable character byte-level BPE vocabularies use for it
+#: byte value -> the printable character byte-level BPE vocabularies use for it; also a ``str.translate``
+#: table: ``raw.decode("latin-1").translate(BYTE_TO_CHAR)`` writes the bytes ``raw`` GPT-2 style
 BYTE_TO_CHAR: dict[int, str] = bytes_to_unicode()
 #: the inverse of :data:`BYTE_TO_CHAR`
 CHAR_TO_BYTE: dict[str, int] = {c: b for b, c in BYTE_TO_CHAR.items()}
-#: ``str.translate`` table from a latin-1 decoded ``str`` (one code point per byte) to the printable form:
-#: ``raw.decode("latin-1").translate(LATIN1_TO_PRINTABLE)`` writes the bytes ``raw`` GPT-2 style.
-LATIN1_TO_PRINTABLE: dict[int, str] = BYTE_TO_CHAR
 
 
 def decode_utf8_prefix(buf: bytes, final: bool) -> tuple[str, int]:

@@ -47,7 +47,7 @@ import numpy as np
 import regex
 
 from ..errors import TokenizerError
-from ..text import BYTE_TO_CHAR, CHAR_TO_BYTE, LATIN1_TO_PRINTABLE
+from ..text import BYTE_TO_CHAR, CHAR_TO_BYTE
 from .pretokenizers import get_pre_tokenizer, split
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -697,7 +697,7 @@ class _ByteLevelBPE(_Family):
         except UnicodeEncodeError as e:
             raise TokenizerError(f"text contains a lone surrogate {piece[e.start]!r}, which is not "
                                  "valid Unicode text") from None
-        word = raw.decode("latin-1").translate(LATIN1_TO_PRINTABLE)
+        word = raw.decode("latin-1").translate(BYTE_TO_CHAR)
         t2i = self._token_to_id
         if self._pre.ignore_merges and word in t2i:
             return (t2i[word],)

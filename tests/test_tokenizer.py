@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from bytes2logits import assets
 from bytes2logits.engine.gguf import GGUFReader
+from bytes2logits.engine.models import bpe_merge, spm_merge
 from bytes2logits.engine.pretokenizers import PRE_TOKENIZERS, split
-from bytes2logits.engine.tokenizer import Tokenizer, TokenType, bpe_merge, spm_merge
+from bytes2logits.engine.tokenizer import Tokenizer, TokenType
 from bytes2logits.errors import TokenizerError
 from bytes2logits.lessons.basic import REPLACEMENT, StreamDecoder
 from bytes2logits.text import BYTE_TO_CHAR

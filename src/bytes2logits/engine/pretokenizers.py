@@ -21,11 +21,16 @@ also match before a final newline.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 import regex
 
-__all__ = ["PreTokenizer", "PRE_TOKENIZERS", "supported_pre", "get_pre_tokenizer", "split"]
+from ..text import BYTE_TO_CHAR
+
+__all__ = ["PreTokenizer", "PRE_TOKENIZERS", "supported_pre", "get_pre_tokenizer", "split", "BEHAVIORS",
+           "PreTokenizerStep", "Split", "Digits", "BertPreTokenizer", "WhitespaceSplit", "ByteLevel", "Metaspace",
+           "PreTokenizerSequence", "is_bert_punctuation"]
 
 # --- The building blocks -------------------------------------------------------------------------------
 
@@ -178,3 +183,356 @@ def split(text: str, patterns) -> list[str]:
                 out.append(frag[pos:])
         fragments = out
     return fragments
+
+
+# --- tokenizer.json pre-tokenizers ---------------------------------------------------------------------
+#
+# The same stage as Hugging Face ``tokenizers`` names it: each step takes the pieces of the step before and
+# cuts (or rewrites) every one of them. A piece is a ``str``; the aligned methods also carry, per character,
+# the span of the original text it came from (see :mod:`bytes2logits.engine.normalizers`), so that
+# ``encode(..., return_offsets=True)`` can point into the user's text.
+
+Span = tuple[int, int]
+
+#: how a Split step treats the stretches its pattern matches (tokenizer.json's ``behavior``)
+BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
+
+
+def _cuts(text: str, matches: list[Span], behavior: str, invert: bool = False) -> list[Span]:
+    """The pieces of ``text`` (as spans) for the matched spans ``matches`` and a Split ``behavior``.
+
+    The text is first written as alternating stretches, matched or not; then, as in ``tokenizers``:
+    ``Removed`` drops the matches, ``Isolated`` keeps every stretch, ``MergedWithPrevious`` glues a match to
+    the stretch before it (unless that was a match too), ``MergedWithNext`` to the stretch after it, and
+    ``Contiguous`` joins neighbouring matches. ``invert`` swaps what counts as a match (each stretch stays
+    as it is).
+
+    >>> t = "the-final--countdown"; dashes = [(3, 4), (9, 10), (10, 11)]
+    >>> [t[s:e] for s, e in _cuts(t, dashes, "MergedWithPrevious")]
+    ['the-', 'final-', '-', 'countdown']
+    >>> [t[s:e] for s, e in _cuts(t, dashes, "MergedWithNext")]
+    ['the', '-final', '-', '-countdown']
+    >>> [t[s:e] for s, e in _cuts(t, dashes, "Contiguous")]
+    ['the', '-', 'final', '--', 'countdown']
+    """
+    stretches: list[tuple[int, int, bool]] = []
+    pos = 0
+    for start, end in matches:
+        if end <= start:
+            continue
+        if start > pos:
+            stretches.append((pos, start, False))
+        stretches.append((start, end, True))
+        pos = end
+    if pos < len(text):
+        stretches.append((pos, len(text), False))
+    if invert:
+        stretches = [(s, e, not m) for s, e, m in stretches]
+    if behavior == "Removed":
+        return [(s, e) for s, e, m in stretches if not m]
+    if behavior == "Isolated":
+        return [(s, e) for s, e, _ in stretches]
+    out: list[list[int]] = []
+    previous = False
+    if behavior == "MergedWithNext":
+        for s, e, m in reversed(stretches):
+            if m and not previous and out:
+                out[-1][0] = s
+            else:
+                out.append([s, e])
+            previous = m
+        out.reverse()
+    else:
+        for s, e, m in stretches:
+            glue = (m and not previous) if behavior == "MergedWithPrevious" else (m == previous)
+            if glue and out:
+                out[-1][1] = e
+            else:
+                out.append([s, e])
+            previous = m
+    return [(s, e) for s, e in out]
+
+
+class PreTokenizerStep:
+    """One pre-tokenizer step. Subclasses define :meth:`spans` (steps that only cut) or override both
+    :meth:`split` and :meth:`split_aligned` (steps that also rewrite characters)."""
+
+    def spans(self, text: str) -> list[Span]:
+        """Where to cut ``text``: the pieces as ``(start, end)`` character ranges, in order."""
+        raise NotImplementedError
+
+    def split(self, text: str, first: bool = True) -> list[str]:
+        """The pieces of ``text``. ``first``: the text starts the input (not after an added token)."""
+        return [text[s:e] for s, e in self.spans(text)]
+
+    def split_aligned(self, text: str, align: list[Span], first: bool = True) -> list[tuple[str, list[Span]]]:
+        """The pieces with their alignments."""
+        return [(text[s:e], align[s:e]) for s, e in self.spans(text)]
+
+    def __repr__(self) -> str:
+        """The class name and its settings, as in ``tokenizer.json``."""
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({fields})"
+
+
+class Split(PreTokenizerStep):
+    """Cut at the matches of a pattern: a literal ``{"String": ...}`` or a ``{"Regex": ...}``.
+
+    ``behavior`` (:data:`BEHAVIORS`) says what happens to the matched text: dropped (``Removed``), a piece
+    of its own (``Isolated``), glued to the piece before or after, or runs of matches kept together
+    (``Contiguous``). ``invert=True`` swaps the roles of matches and the text between them.
+    """
+
+    def __init__(self, pattern: str, behavior: str = "Isolated", invert: bool = False, *, is_regex: bool = True):
+        """See the class docstring; ``is_regex=False`` takes ``pattern`` literally."""
+        if behavior not in BEHAVIORS:
+            raise ValueError(f"Split: behavior {behavior!r} is not one of {', '.join(BEHAVIORS)}")
+        self.pattern = pattern
+        self.behavior = behavior
+        self.invert = invert
+        self.is_regex = is_regex
+        self._re = regex.compile(pattern if is_regex else regex.escape(pattern))
+
+    def spans(self, text: str) -> list[Span]:
+        """Cut according to the behavior (see :func:`_cuts`)."""
+        found = [m.span() for m in self._re.finditer(text)]
+        return _cuts(text, found, self.behavior, self.invert)
+
+    def split(self, text: str, first: bool = True) -> list[str]:
+        """Fast path for the common ``Isolated`` split whose matches cover the whole text."""
+        if self.behavior == "Isolated" and not self.invert:
+            found = self._re.findall(text)
+            if sum(map(len, found)) == len(text) and all(found):
+                return found
+        return super().split(text, first)
+
+
+class Digits(PreTokenizerStep):
+    """Digits apart from the rest: each digit its own piece (``individual_digits``) or runs of digits."""
+
+    _DIGIT = regex.compile(r"\p{N}")
+
+    def __init__(self, individual_digits: bool = False):
+        """``individual_digits``: ``"2024"`` becomes four pieces instead of one."""
+        self.individual_digits = individual_digits
+
+    def spans(self, text: str) -> list[Span]:
+        """Digits (Unicode ``N``) isolated, one by one or as runs."""
+        matches = [m.span() for m in self._DIGIT.finditer(text)]
+        return _cuts(text, matches, "Isolated" if self.individual_digits else "Contiguous")
+
+
+def is_bert_punctuation(ch: str) -> bool:
+    """BERT's punctuation: ASCII punctuation and symbols, or any Unicode ``P*`` character."""
+    return (ch.isascii() and not ch.isalnum() and ch.isprintable() and not ch.isspace()) or \
+        unicodedata.category(ch)[0] == "P"
+
+
+_WHITE_SPACE = regex.compile(r"\p{White_Space}")
+
+
+class BertPreTokenizer(PreTokenizerStep):
+    """BERT's words: cut at whitespace (Unicode ``White_Space``, dropped) and make every punctuation
+    character a piece of its own."""
+
+    def spans(self, text: str) -> list[Span]:
+        """Whitespace removed, punctuation isolated."""
+        out: list[Span] = []
+        start = -1
+        for i, ch in enumerate(text):
+            space = _WHITE_SPACE.match(ch) is not None
+            if space or is_bert_punctuation(ch):
+                if start >= 0:
+                    out.append((start, i))
+                    start = -1
+                if not space:
+                    out.append((i, i + 1))
+            elif start < 0:
+                start = i
+        if start >= 0:
+            out.append((start, len(text)))
+        return out
+
+
+class WhitespaceSplit(PreTokenizerStep):
+    """Cut at whitespace, which is dropped."""
+
+    def spans(self, text: str) -> list[Span]:
+        """The runs of non-whitespace characters."""
+        return [m.span() for m in regex.finditer(r"\P{White_Space}+", text)]
+
+
+class ByteLevel(PreTokenizerStep):
+    """GPT-2's byte-level step: optionally a space in front and the GPT-2 regex, then every piece's UTF-8
+    bytes written as printable characters (:data:`bytes2logits.text.BYTE_TO_CHAR`), one per byte.
+
+    The byte map is what lets a byte-level vocabulary store every token as a string: the BPE model then
+    works on those characters. ``trim_offsets`` only matters to the post-processor of the same name.
+    """
+
+    _GPT2 = regex.compile(GPT2)
+
+    def __init__(self, add_prefix_space: bool = False, use_regex: bool = True, trim_offsets: bool = True):
+        """The three switches of tokenizer.json's ``ByteLevel``."""
+        self.add_prefix_space = add_prefix_space
+        self.use_regex = use_regex
+        self.trim_offsets = trim_offsets
+        self._map = True
+
+    def without_byte_map(self) -> ByteLevel:
+        """The same step minus the byte map (a tokenizer applies the map itself, only on a cache miss)."""
+        other = ByteLevel(self.add_prefix_space, self.use_regex, self.trim_offsets)
+        other._map = False
+        return other
+
+    def cut(self, text: str, first: bool = True) -> list[str]:
+        """The pieces before the byte map (the prefix space and the regex only)."""
+        if self.add_prefix_space and text and not text.startswith(" "):
+            text = " " + text
+        return split(text, (self._GPT2,)) if self.use_regex else ([text] if text else [])
+
+    @staticmethod
+    def byte_map(piece: str) -> str:
+        """``"é"`` -> ``"Ã©"``: each UTF-8 byte of ``piece`` as its printable character."""
+        return piece.encode("utf-8").decode("latin-1").translate(BYTE_TO_CHAR)
+
+    def split(self, text: str, first: bool = True) -> list[str]:
+        """The pieces, in the byte alphabet."""
+        if not self._map:
+            return self.cut(text, first)
+        return [self.byte_map(p) for p in self.cut(text, first)]
+
+    def split_aligned(self, text: str, align: list[Span], first: bool = True) -> list[tuple[str, list[Span]]]:
+        """Each byte character keeps the span of the character it is a byte of."""
+        if self.add_prefix_space and text and not text.startswith(" "):
+            text, align = " " + text, [align[0]] + list(align)
+        spans = ([m.span() for m in self._GPT2.finditer(text)] if self.use_regex else [(0, len(text))])
+        if not self._map:
+            return [(text[s:e], align[s:e]) for s, e in _cuts(text, spans, "Isolated")]
+        out = []
+        for s, e in _cuts(text, spans, "Isolated"):
+            chars, al = [], []
+            for ch, span in zip(text[s:e], align[s:e]):
+                b = self.byte_map(ch)
+                chars.append(b)
+                al.extend([span] * len(b))
+            out.append(("".join(chars), al))
+        return out
+
+
+class Metaspace(PreTokenizerStep):
+    """SentencePiece's visible spaces: every ``" "`` becomes ``replacement`` (``"▁"``), a ``"▁"`` is put in
+    front (``prepend_scheme``: ``"always"``, ``"first"`` — only where the input starts — or ``"never"``), and
+    with ``split`` the text is cut before every ``"▁"``."""
+
+    def __init__(self, replacement: str = "\u2581", prepend_scheme: str = "always", split: bool = True):
+        """The settings of tokenizer.json's ``Metaspace``."""
+        if len(replacement) != 1:
+            raise ValueError(f"Metaspace: replacement must be one character, not {replacement!r}")
+        if prepend_scheme not in ("always", "first", "never"):
+            raise ValueError(f"Metaspace: prepend_scheme {prepend_scheme!r} is not always, first or never")
+        self.replacement = replacement
+        self.prepend_scheme = prepend_scheme
+        self.split_pieces = split
+
+    def _prepend(self, text: str, first: bool) -> bool:
+        scheme = self.prepend_scheme
+        return bool(text) and not text.startswith(self.replacement) and (
+            scheme == "always" or (scheme == "first" and first))
+
+    def _spans(self, text: str) -> list[Span]:
+        if not self.split_pieces:
+            return [(0, len(text))] if text else []
+        r = self.replacement
+        return _cuts(text, [(i, i + 1) for i, c in enumerate(text) if c == r], "MergedWithNext")
+
+    def split(self, text: str, first: bool = True) -> list[str]:
+        """The pieces, spaces written as the replacement."""
+        text = text.replace(" ", self.replacement)
+        if self._prepend(text, first):
+            text = self.replacement + text
+        return [text[s:e] for s, e in self._spans(text)]
+
+    def split_aligned(self, text: str, align: list[Span], first: bool = True) -> list[tuple[str, list[Span]]]:
+        """The pieces with alignments; a replaced space keeps its span, a prepended one borrows the first."""
+        text = text.replace(" ", self.replacement)  # one for one: the alignment does not move
+        align = list(align)
+        if self._prepend(text, first):
+            text, align = self.replacement + text, [align[0]] + align
+        return [(text[s:e], align[s:e]) for s, e in self._spans(text)]
+
+
+class PreTokenizerSequence(PreTokenizerStep):
+    """Steps applied one after another, each to every piece of the one before."""
+
+    def __init__(self, steps):
+        """``steps``: the pre-tokenizer steps, first to last."""
+        self.steps = list(steps)
+
+    def split(self, text: str, first: bool = True) -> list[str]:
+        """Every step refines the pieces of the previous one."""
+        pieces = [text] if text else []
+        for step in self.steps:
+            pieces = [p for i, piece in enumerate(pieces) for p in step.split(piece, first and i == 0)]
+        return pieces
+
+    def split_aligned(self, text: str, align: list[Span], first: bool = True) -> list[tuple[str, list[Span]]]:
+        """The same, keeping alignments."""
+        pieces = [(text, list(align))] if text else []
+        for step in self.steps:
+            pieces = [p for i, (t, al) in enumerate(pieces) for p in step.split_aligned(t, al, first and i == 0)]
+        return pieces
+
+
+def _is_chinese(cp: int) -> bool:
+    """CJK ideograph blocks that BERT splits into single-character words."""
+    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
+            or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B920 <= cp <= 0x2CEAF
+            or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+
+
+class LlamaCppBertWords(PreTokenizerStep):
+    """llama.cpp's BERT words (after :class:`~bytes2logits.engine.normalizers.LlamaCppBert`): cut at
+    whitespace (dropped); punctuation, ASCII symbols and CJK ideographs are one-character words."""
+
+    def spans(self, text: str) -> list[Span]:
+        """Whitespace removed; punctuation, ASCII symbols and ideographs isolated."""
+        out: list[Span] = []
+        start = -1
+        for i, ch in enumerate(text):
+            space = ch.isspace()
+            cat = "" if space else unicodedata.category(ch)
+            alone = not space and (cat[0] == "P" or (ord(ch) < 0x7F and cat[0] == "S") or _is_chinese(ord(ch)))
+            if space or alone:
+                if start >= 0:
+                    out.append((start, i))
+                    start = -1
+                if alone:
+                    out.append((i, i + 1))
+            elif start < 0:
+                start = i
+        if start >= 0:
+            out.append((start, len(text)))
+        return out
+
+
+class RegexSplits(PreTokenizerStep):
+    """llama.cpp's list of expressions for a ``tokenizer.ggml.pre`` name (see :func:`split`): each one
+    refines the pieces of the one before, matched stretches and the stretches between them both kept."""
+
+    def __init__(self, pre: PreTokenizer):
+        """``pre``: the entry of :data:`PRE_TOKENIZERS`."""
+        self.name = pre.name
+        self._patterns = pre.compiled
+
+    def split(self, text: str, first: bool = True) -> list[str]:
+        """:func:`split` with the expressions."""
+        return split(text, self._patterns)
+
+    def spans(self, text: str) -> list[Span]:
+        """The pieces as spans (they tile the text)."""
+        out, pos = [], 0
+        for piece in split(text, self._patterns):
+            out.append((pos, pos + len(piece)))
+            pos += len(piece)
+        return out

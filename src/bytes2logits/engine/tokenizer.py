@@ -36,19 +36,27 @@ a chat template: by default :meth:`Tokenizer.encode` treats the text as plain te
 
 from __future__ import annotations
 
-import heapq
 import os
 import re
-import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-import regex
 
 from ..errors import TokenizerError
-from ..text import BYTE_TO_CHAR, CHAR_TO_BYTE
-from .pretokenizers import get_pre_tokenizer, split
+from ..text import BYTE_TO_CHAR
+from .decoders import Decoder, StreamDecoder, byte_level_bytes
+from .models import BPE, Model, SentencePieceBPE, WordPiece
+from .normalizers import LlamaCppBert, Normalizer, NormalizerSequence, Prepend, Replace
+from .pretokenizers import (
+    ByteLevel,
+    LlamaCppBertWords,
+    PreTokenizerSequence,
+    PreTokenizerStep,
+    RegexSplits,
+    get_pre_tokenizer,
+)
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -190,6 +198,80 @@ class Tokenizer:
         """
         return cls(metadata)
 
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, *, config: str | os.PathLike | None = None) -> Tokenizer:
+        """Read a Hugging Face ``tokenizer.json`` (see :mod:`bytes2logits.engine.tokenizer_json` for the keys
+        and values it accepts; anything else is refused, naming the field).
+
+        BOS, EOS and the chat template are not part of tokenizer.json; they are read from
+        ``tokenizer_config.json`` (``config``, or the file of that name next to ``path`` if there is one).
+        """
+        import json
+
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise TokenizerError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        cfg_path = Path(config) if config is not None else path.with_name("tokenizer_config.json")
+        cfg = {}
+        if cfg_path.is_file():
+            cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        elif config is not None:
+            raise FileNotFoundError(f"tokenizer config {cfg_path} does not exist")
+        return cls.from_json(data, config=cfg)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, config: Mapping[str, Any] | None = None) -> Tokenizer:
+        """Build from a parsed tokenizer.json (and optionally a parsed tokenizer_config.json)."""
+        from .tokenizer_json import load_components
+
+        c = load_components(data)
+        tok = cls.__new__(cls)
+        tok.model = c.model_type
+        tok.pre = None
+        tok.missing_bytes = frozenset()
+        tok.add_space_prefix = False
+        tok._tokens = c.tokens
+        tok._token_to_id = {t: i for i, t in enumerate(c.tokens)}
+        types = [TokenType.NORMAL] * len(c.tokens)
+        for i, special in c.specials.items():
+            types[i] = TokenType.CONTROL if special else TokenType.USER_DEFINED
+        tok._types = types
+        config = config or {}
+
+        def config_token(key: str) -> int | None:
+            value = config.get(key)
+            if isinstance(value, Mapping):
+                value = value.get("content")
+            if value is None:
+                return None
+            if value not in tok._token_to_id:
+                raise TokenizerError(f"tokenizer_config.json: {key} = {value!r} is not in the vocabulary")
+            return tok._token_to_id[value]
+
+        tok.bos_id = config_token("bos_token")
+        tok.eos_id = config_token("eos_token")
+        tok.unk_id = c.unk_id
+        tok.sep_id = config_token("sep_token")
+        tok.pad_id = config_token("pad_token")
+        tok.add_bos = bool(config.get("add_bos_token", False)) and tok.bos_id is not None
+        tok.add_eos = bool(config.get("add_eos_token", False)) and tok.eos_id is not None
+        tok.eot_id = _first_present({t: i for t, i in tok._token_to_id.items() if types[i] == TokenType.CONTROL},
+                                    _EOT_TEXTS)
+        stops = {i for t in _EOG_TEXTS if (i := tok._token_to_id.get(t)) is not None and types[i] == TokenType.CONTROL}
+        tok.stop_ids = frozenset(stops | ({tok.eos_id} if tok.eos_id is not None else set()))
+        tok._index_special_tokens({})
+        before, after = c.template
+        tok._post_processor = lambda: (list(before), list(after))
+        pre_tokenizer, piece_map = _defer_byte_map(c.pre_tokenizer)
+        tok._set_pipeline(c.normalizer, pre_tokenizer, piece_map, c.model,
+                          decoder=None if c.byte_level else c.decoder,
+                          normal_bytes=byte_level_bytes if c.byte_level else None, trim_offsets=c.trim_offsets)
+        template = config.get("chat_template")
+        tok.chat_template = template if isinstance(template, str) else None
+        return tok
+
     def __init__(self, metadata: Mapping[str, Any]):
         """Validate the ``tokenizer.*`` keys of ``metadata`` and build the lookup tables.
 
@@ -216,11 +298,31 @@ class Tokenizer:
         eot, eom = self._read_special_ids(md, family)
         self._find_end_of_generation(eot, eom)
         self._index_special_tokens(md)
-        self._special_patterns: dict[Any, re.Pattern | None] = {}
-        self._piece_bytes: dict[int, bytes] = {}
-
+        family.finish(self)
+        self._post_processor = lambda: family.specials(self)
+        self._set_pipeline(family.normalizer, family.pre_tokenizer, family.piece_map, family.stage,
+                           decoder=None, normal_bytes=family.normal_bytes)
         template = md.get("tokenizer.chat_template")
         self.chat_template: str | None = template if isinstance(template, str) else None
+
+    def _set_pipeline(self, normalizer: Normalizer | None, pre_tokenizer: PreTokenizerStep | None, piece_map,
+                      model: Model, *, decoder: Decoder | None, normal_bytes=None, trim_offsets: bool = False) -> None:
+        """Install the stages (both loaders end here) and empty the caches.
+
+        ``piece_map`` (the byte-level map) turns a pre-tokenized piece into the model's alphabet; it is
+        applied only when a piece is not in the cache yet. ``decoder`` is a tokenizer.json decoder; without
+        one, every token decodes to bytes on its own (``normal_bytes`` for NORMAL tokens), as in llama.cpp.
+        """
+        self.normalizer = normalizer
+        self.pre_tokenizer = pre_tokenizer
+        self._piece_map = piece_map
+        self.model_stage: Model = model
+        self._decoder = decoder
+        self._normal_bytes = normal_bytes or (lambda text: text.encode("utf-8"))
+        self._trim_offsets = trim_offsets
+        self._cache: dict[str, tuple[int, ...]] = {}
+        self._special_patterns: dict[Any, re.Pattern | None] = {}
+        self._piece_bytes: dict[int, bytes] = {}
 
     def _read_vocabulary(self, md: Mapping[str, Any]) -> list | None:
         """Read what every family shares: ``_tokens``, ``_token_to_id``, ``_types``; return the scores (or
@@ -372,8 +474,13 @@ class Tokenizer:
     # ------------------------------------------------------------------ encoding
 
     def encode(self, text: str, allowed_special=None, add_special: bool = False, *,
-               literal_spans: Iterable[tuple[int, int]] = ()) -> list[int]:
+               literal_spans: Iterable[tuple[int, int]] = (), return_offsets: bool = False):
         """Turn ``text`` into token ids.
+
+        The stages, in order: special tokens are split out of the text first (they are never normalized
+        or merged); each plain-text fragment is normalized, cut into pieces by the pre-tokenizer, and each
+        piece becomes ids through the model; with ``add_special`` the post-processor adds BOS/EOS (or
+        ``[CLS]`` ... ``[SEP]``).
 
         ``allowed_special`` says which control tokens may be recognised in the text:
 
@@ -393,6 +500,11 @@ class Tokenizer:
         (a chat message inside a rendered template): control tokens are not recognised inside them, even
         when ``allowed_special`` allows them elsewhere. The text is still encoded in one piece, so the ids
         are exactly those of the whole text wherever nobody tried to smuggle in a marker.
+
+        ``return_offsets=True`` returns ``(ids, offsets)``: for each token the ``(start, end)`` character
+        range of ``text`` it came from (``(0, 0)`` for tokens the post-processor added), equal to the
+        ``offsets`` of Hugging Face ``tokenizers``. Several tokens can share a range: the byte tokens of
+        one character, or the pieces of one ligature that NFKC expanded.
         """
         if not isinstance(text, str):
             raise TypeError(f"encode() takes a str, not {type(text).__name__}")
@@ -401,24 +513,114 @@ class Tokenizer:
             raise TokenizerError(f"text contains a lone surrogate {bad.group()!r} at character {bad.start()} "
                                  "(not valid Unicode: was it decoded with errors='surrogateescape'?)")
         fragments = self._split_special(text, allowed_special, tuple(literal_spans))
-        family = self._family
-        if add_special:
-            head, tail = family.specials(self)  # the post-processor (BERT: error without [CLS]/[SEP])
-            out: list[int] = list(head)
-        else:
-            out = []
-        encode_text = family.encode_text
-        after_special = True  # the first fragment counts as after a special (SentencePiece's "▁")
-        for frag in fragments:
-            if isinstance(frag, int):
-                out.append(frag)
-                after_special = True
+        head, tail = self._post_processor() if add_special else ((), ())
+        ids: list[int] = list(head)
+        offsets: list[tuple[int, int]] = [(0, 0)] * len(ids)
+        for start, end, tid in fragments:
+            if tid is not None:
+                ids.append(tid)
+                offsets.append((start, end))
+            elif return_offsets:
+                for i, s, e in self._encode_fragment_spans(text, start, end):
+                    ids.append(i)
+                    offsets.append((s, e))
             else:
-                encode_text(self, frag, out, after_special)
-                after_special = False
-        if add_special:
-            out.extend(tail)
+                self._encode_fragment(text[start:end], start == 0, ids)
+        ids.extend(tail)
+        if not return_offsets:
+            return ids
+        offsets.extend([(0, 0)] * len(tail))
+        return ids, offsets
+
+    def _encode_fragment(self, text: str, first: bool, out: list[int]) -> None:
+        """Normalizer, pre-tokenizer and model for one plain-text fragment (ids only, cached per piece)."""
+        if self.normalizer is not None:
+            text = self.normalizer.normalize(text)
+        pieces = self.pre_tokenizer.split(text, first) if self.pre_tokenizer is not None else (
+            [text] if text else [])
+        cache, piece_map, model = self._cache, self._piece_map, self.model_stage
+        for piece in pieces:
+            ids = cache.get(piece)
+            if ids is None:
+                ids = tuple(model.tokenize(piece_map(piece) if piece_map else piece))
+                if len(cache) < 200_000:
+                    cache[piece] = ids
+            out.extend(ids)
+
+    def _encode_fragment_spans(self, text: str, start: int, end: int) -> list[tuple[int, int, int]]:
+        """The same stages keeping track of positions: ``(id, start, end)`` in ``text``."""
+        frag = text[start:end]
+        align = [(k, k + 1) for k in range(start, end)]
+        if self.normalizer is not None:
+            frag, align = self.normalizer.normalize_aligned(frag, align)
+        if self.pre_tokenizer is not None:
+            pieces = self.pre_tokenizer.split_aligned(frag, align, start == 0)
+        else:
+            pieces = [(frag, align)] if frag else []
+        out = []
+        for piece, al in pieces:
+            if self._piece_map is not None:  # the byte map: every byte keeps its character's span
+                mapped = [self._piece_map(ch) for ch in piece]
+                piece = "".join(mapped)
+                al = [span for m, span in zip(mapped, al) for _ in m]
+            for tid, s, e in self.model_stage.tokenize_spans(piece):
+                a, b = al[s][0], al[e - 1][1]
+                if self._trim_offsets:
+                    a, b = _trim(piece[s:e], a, b)
+                out.append((tid, a, b))
         return out
+
+    def encode_iterable(self, texts: Iterable[str], allowed_special=None, *, progress: bool | None = None,
+                        total: int | None = None) -> Iterator[list[int]]:
+        """Encode many texts one by one (lines of a file, say); yields one id list per text.
+
+        Memory stays bounded by the longest text, whatever the number of texts. ``progress`` shows a
+        progress bar (by default when ``total`` is known to be large, or always with ``True``).
+        """
+        if isinstance(texts, str):
+            raise TypeError("encode_iterable() takes an iterable of texts, not one str (use encode)")
+        bar = None
+        if progress or (progress is None and total is not None and total >= 10_000):
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=total, unit="text", desc="encode")
+        try:
+            for text in texts:
+                yield self.encode(text, allowed_special)
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def encode_file(self, path: str | os.PathLike, *, progress: bool | None = None,
+                    encoding: str = "utf-8") -> Iterator[list[int]]:
+        """Encode a text file line by line (each line keeps its newline); yields one id list per line.
+
+        Reads in chunks, so a file of any size takes bounded memory (plus the longest line). A progress bar
+        in bytes is shown for files over 10 MB, or always with ``progress=True``. Lines are encoded apart, so
+        the ids can differ from ``encode(whole_file)`` where a piece would have crossed a newline.
+        """
+        path = Path(path)
+        size = path.stat().st_size
+        bar = None
+        if progress or (progress is None and size > 10_000_000):
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=size, unit="B", unit_scale=True, desc=f"encode {path.name}")
+        try:
+            with open(path, encoding=encoding, newline="") as f:
+                for n, line in enumerate(f, 1):
+                    try:
+                        ids = self.encode(line)
+                    except TokenizerError as e:
+                        raise TokenizerError(f"{path}, line {n}: {e}") from None
+                    if bar is not None:
+                        bar.update(len(line.encode(encoding)))
+                    yield ids
+        finally:
+            if bar is not None:
+                bar.close()
 
     def _special_pattern(self, allowed_special):
         """The compiled alternation of the special-token texts that may match, cached per setting."""
@@ -454,13 +656,11 @@ class Tokenizer:
         return pattern
 
     def _split_special(self, text: str, allowed_special, literal_spans: tuple = ()) -> list:
-        """Cut ``text`` into plain-text fragments (``str``) and special-token ids (``int``).
-
-        A control token whose match overlaps one of ``literal_spans`` stays text.
-        """
+        """Cut ``text`` into plain-text fragments and special tokens: ``(start, end, id)`` with ``id`` None
+        for plain text. A control token whose match overlaps one of ``literal_spans`` stays text."""
         pattern = self._special_pattern(allowed_special)
         if pattern is None:
-            return [text] if text else []
+            return [(0, len(text), None)] if text else []
         out: list = []
         pos = search = 0
         ids = self._special_ids
@@ -474,16 +674,16 @@ class Tokenizer:
                 search = m.start() + 1  # inside untrusted text: not a marker; look further
                 continue
             if m.start() > pos:
-                out.append(text[pos:m.start()])
+                out.append((pos, m.start(), None))
             tid = ids[m.group()]
-            out.append(tid)
+            out.append((m.start(), m.end(), tid))
             pos = m.end()
             if tid in self._rstrip:
                 while pos < len(text) and text[pos] in _ASCII_SPACE:
                     pos += 1
             search = pos
         if pos < len(text):
-            out.append(text[pos:])
+            out.append((pos, len(text), None))
         return out
 
     # ------------------------------------------------------------------ decoding
@@ -498,7 +698,7 @@ class Tokenizer:
         if ttype in (TokenType.CONTROL, TokenType.UNKNOWN, TokenType.USER_DEFINED):
             b = text.encode("utf-8")
         elif ttype == TokenType.NORMAL:
-            b = self._family.normal_bytes(text)  # the decoder seam
+            b = self._normal_bytes(text)  # the decoder, for one token
         elif ttype == TokenType.BYTE:
             m = re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", text)
             b = bytes([int(m.group(1), 16)]) if m else text.encode("utf-8")
@@ -516,6 +716,8 @@ class Tokenizer:
         text unless ``skip_special``. A bad id raises :class:`~bytes2logits.errors.TokenizerError`
         naming the id and its position.
         """
+        if self._decoder is not None:
+            return self.decode(ids, skip_special).encode("utf-8")
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
             raise TypeError(f"decode takes a sequence of token ids, not {type(ids).__name__} "
                             f"(for one id write [{ids!r}])")
@@ -531,9 +733,30 @@ class Tokenizer:
         """Decode ids to text; each invalid UTF-8 stretch becomes U+FFFD.
 
         ``skip_special=True`` leaves out control and unknown tokens (``<s>``, ``<|im_end|>``).
-        Note that SentencePiece output keeps the space that ``add_space_prefix`` put in front.
+        A GGUF SentencePiece vocabulary keeps the space that ``add_space_prefix`` put in front, as llama.cpp
+        does; a tokenizer.json decoder (Metaspace, WordPiece, ByteFallback ...) is applied as Hugging Face
+        ``tokenizers`` applies it.
         """
-        return self.decode_bytes(ids, skip_special).decode("utf-8", errors="replace")
+        if self._decoder is None:
+            return self.decode_bytes(ids, skip_special).decode("utf-8", errors="replace")
+        return "".join(self._decoder.decode_chain(self._token_texts(ids, skip_special)))
+
+    def _token_texts(self, ids, skip_special: bool) -> list[str]:
+        """The vocabulary entries of ``ids`` (validated), without special ones if asked."""
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+            raise TypeError(f"decode takes a sequence of token ids, not {type(ids).__name__} "
+                            f"(for one id write [{ids!r}])")
+        out = []
+        for pos, value in enumerate(ids):
+            i = self._check_id(value, pos)
+            if not (skip_special and self._types[i] in (TokenType.CONTROL, TokenType.UNKNOWN)):
+                out.append(self._tokens[i])
+        return out
+
+    def stream(self, skip_special: bool = False) -> StreamDecoder:
+        """A streaming decoder: ``step(id)`` returns the new text, ``flush()`` the rest; the chunks always
+        concatenate to ``decode(ids)`` (see :class:`~bytes2logits.engine.decoders.StreamDecoder`)."""
+        return StreamDecoder(self, skip_special)
 
     # ------------------------------------------------------------------ chat template
 
@@ -573,6 +796,29 @@ class Tokenizer:
         return f"Tokenizer(model={self.model!r}, pre={self.pre!r}, vocab_size={self.vocab_size})"
 
 
+def _defer_byte_map(pre_tokenizer):
+    """Split off a final ByteLevel step's byte map, so that the tokenizer caches pieces of real text and maps
+    a piece only when it misses the cache: ``(pre-tokenizer without the map, map or None)``."""
+    if isinstance(pre_tokenizer, ByteLevel):
+        return pre_tokenizer.without_byte_map(), ByteLevel.byte_map
+    if isinstance(pre_tokenizer, PreTokenizerSequence) and pre_tokenizer.steps and isinstance(
+            pre_tokenizer.steps[-1], ByteLevel):
+        steps = pre_tokenizer.steps[:-1] + [pre_tokenizer.steps[-1].without_byte_map()]
+        return PreTokenizerSequence(steps), ByteLevel.byte_map
+    return pre_tokenizer, None
+
+
+def _trim(token: str, start: int, end: int) -> tuple[int, int]:
+    """ByteLevel's ``trim_offsets``: leave the spaces at either end of a byte-level token out of its range."""
+    lead = len(token) - len(token.lstrip("Ġ"))
+    trail = len(token) - len(token.rstrip("Ġ"))
+    if lead:
+        start = min(start + lead, end)
+    if trail and end >= trail:
+        end = max(end - trail, start)
+    return start, end
+
+
 # ---------------------------------------------------------------------- the three families
 
 
@@ -589,10 +835,10 @@ class _Defaults(NamedTuple):
 class _Family:
     """What one ``tokenizer.ggml.model`` family does its own way; one subclass per family.
 
-    Built from the metadata and the shared vocabulary, a family holds its own tables and fills the seams
-    of the pipeline: :meth:`encode_text` (normalizer, pre-tokenizer and model, for one plain-text
-    fragment), :meth:`specials` (the post-processor: the ids ``add_special`` puts around the text) and
-    :meth:`normal_bytes` (the decoder, for one NORMAL token).
+    Built from the metadata and the shared vocabulary, a family reads its own keys and assembles the
+    pipeline's components: ``normalizer``, ``pre_tokenizer`` (plus ``piece_map``, the byte-level map that
+    is applied only when a piece misses the cache), ``model``, :meth:`specials` (the post-processor: the
+    ids ``add_special`` puts around the text) and :meth:`normal_bytes` (the decoder, for one NORMAL token).
     """
 
     model = ""
@@ -603,19 +849,19 @@ class _Family:
     #: whether ``add_bos`` decides the BOS, so that it needs ``bos_token_id`` (WordPiece always adds [CLS])
     bos_by_flag = True
     missing_bytes: frozenset[int] = frozenset()
+    normalizer: Normalizer | None = None
+    pre_tokenizer: PreTokenizerStep | None = None
+    piece_map = None
 
     def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
         """Keep the vocabulary lookup and ``tokenizer.ggml.pre`` as given (only byte-level BPE uses it)."""
         pre = md.get("tokenizer.ggml.pre")
         self.pre: str | None = pre if isinstance(pre, str) else None
         self._token_to_id = token_to_id
+        self.stage: Model
 
-    def encode_text(self, tok: Tokenizer, text: str, out: list[int], after_special: bool) -> None:
-        """Append the ids of one plain-text fragment to ``out``.
-
-        ``after_special``: the fragment starts the text or follows a special token.
-        """
-        raise NotImplementedError
+    def finish(self, tok: Tokenizer) -> None:
+        """Complete the components once the tokenizer's flags and special ids are known."""
 
     def specials(self, tok: Tokenizer) -> tuple[list[int], list[int]]:
         """The ids ``encode(..., add_special=True)`` puts around the text: BOS/EOS as ``tok`` says."""
@@ -630,6 +876,7 @@ class _ByteLevelBPE(_Family):
     """``"gpt2"``: pre-tokenize, write each piece's bytes as printable characters, merge by rank."""
 
     model = "gpt2"
+    piece_map = staticmethod(ByteLevel.byte_map)
 
     def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
         """Read the pre-tokenizer and the merges; every printable ASCII byte must have a token."""
@@ -637,18 +884,18 @@ class _ByteLevelBPE(_Family):
         pre = md.get("tokenizer.ggml.pre")
         if pre is not None and not isinstance(pre, str):
             raise TokenizerError("tokenizer.ggml.pre is not a string")
-        self._pre = get_pre_tokenizer(pre)
+        spec = get_pre_tokenizer(pre)
         self.pre = pre if pre is not None else "default"
-        self._patterns = self._pre.compiled
-        self.defaults = _Defaults(bos=11, eos=11, unk=None, sep=None, add_bos=self._pre.add_bos)
-        self._ranks: dict[str, int] = self._load_merges(md, token_to_id)
-        self._byte_ids = {b: token_to_id.get(c) for b, c in BYTE_TO_CHAR.items()}
-        self.missing_bytes = frozenset(b for b, i in self._byte_ids.items() if i is None)
+        self.pre_tokenizer = RegexSplits(spec)
+        self.defaults = _Defaults(bos=11, eos=11, unk=None, sep=None, add_bos=spec.add_bos)
+        ranks = self._load_merges(md, token_to_id)
+        byte_ids = {b: token_to_id.get(c) for b, c in BYTE_TO_CHAR.items()}
+        self.missing_bytes = frozenset(b for b, i in byte_ids.items() if i is None)
         printable = [b for b in range(0x20, 0x7F) if b in self.missing_bytes]
         if printable:
             raise TokenizerError("tokenizer.ggml.tokens has no byte-level token for printable ASCII "
                                  f"byte(s) {', '.join(hex(b) for b in printable)}")
-        self._cache: dict[str, tuple[int, ...]] = {}
+        self.stage = BPE(token_to_id, ranks, ignore_merges=spec.ignore_merges)
 
     @staticmethod
     def _load_merges(md: Mapping[str, Any], t2i: Mapping[str, int]) -> dict[str, int]:
@@ -679,85 +926,30 @@ class _ByteLevelBPE(_Family):
         # the first occurrence of a duplicate rule wins, as in llama.cpp
         return dict(zip(reversed(merges), range(n - 1, -1, -1)))
 
-    def encode_text(self, tok: Tokenizer, text: str, out: list[int], after_special: bool) -> None:
-        """Pre-tokenize one plain-text fragment and append the BPE ids of every piece (cached per piece)."""
-        cache = self._cache
-        for piece in split(text, self._patterns):
-            ids = cache.get(piece)
-            if ids is None:
-                ids = self._bpe_piece(piece)
-                if len(cache) < 200_000:
-                    cache[piece] = ids
-            out.extend(ids)
-
-    def _bpe_piece(self, piece: str) -> tuple[int, ...]:
-        """BPE-encode one pre-tokenized piece (a ``str`` of real text)."""
-        try:
-            raw = piece.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise TokenizerError(f"text contains a lone surrogate {piece[e.start]!r}, which is not "
-                                 "valid Unicode text") from None
-        word = raw.decode("latin-1").translate(BYTE_TO_CHAR)
-        t2i = self._token_to_id
-        if self._pre.ignore_merges and word in t2i:
-            return (t2i[word],)
-        symbols = bpe_merge(list(word), self._ranks)
-        ids: list[int] = []
-        for s in symbols:
-            i = t2i.get(s)
-            if i is not None:
-                ids.append(i)
-                continue
-            for ch in s:  # not in the vocabulary: one token per byte; a byte without a token is dropped
-                i = t2i.get(ch)
-                if i is not None:
-                    ids.append(i)
-        return tuple(ids)
-
     def normal_bytes(self, text: str) -> bytes:
         """Each character back through :data:`~bytes2logits.text.CHAR_TO_BYTE`; others are themselves."""
-        try:
-            return bytes(CHAR_TO_BYTE[c] for c in text)
-        except KeyError:  # a character outside the byte alphabet stands for itself
-            return b"".join(bytes([CHAR_TO_BYTE[c]]) if c in CHAR_TO_BYTE else c.encode("utf-8")
-                            for c in text)
+        return byte_level_bytes(text)
 
 
 class _SentencePieceBPE(_Family):
-    """``"llama"``: spaces as ``"▁"``, merge the best-scoring pair, byte tokens for what is left over."""
+    """``"llama"``: spaces as ``"▁"`` (and one in front), merge the best-scoring pair, byte tokens for the rest."""
 
     model = "llama"
     defaults = _Defaults(bos=1, eos=2, unk=0, sep=None, add_bos=True)
     space_prefix = True
 
     def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
-        """Find the 256 byte-fallback tokens ``<0x00>``..``<0xFF>``; missing scores count as 0."""
+        """Missing scores count as 0; the 256 byte-fallback tokens ``<0x00>``..``<0xFF>`` must exist."""
         super().__init__(md, tokens, token_to_id, scores)
-        self._byte_ids = {b: token_to_id.get(f"<0x{b:02X}>") for b in range(256)}
-        missing = [b for b, i in self._byte_ids.items() if i is None]
-        if missing:
-            raise TokenizerError(f"tokenizer.ggml.tokens lacks {len(missing)} byte-fallback token(s), "
-                                 f"e.g. <0x{missing[0]:02X}>")
-        self._scores = [0.0] * len(tokens) if scores is None else scores
+        self.stage = SentencePieceBPE(token_to_id, [0.0] * len(tokens) if scores is None else scores)
 
-    def encode_text(self, tok: Tokenizer, text: str, out: list[int], after_special: bool) -> None:
-        """A space in front (``add_space_prefix``: at the start, after a special), spaces as "▁", then BPE."""
-        if tok.add_space_prefix and after_special:
-            text = " " + text
-        out.extend(self._encode_spm(text.replace(" ", SPM_SPACE)))
-
-    def _encode_spm(self, text: str) -> list[int]:
-        """SentencePiece BPE of one fragment whose spaces are already ``"▁"``."""
-        t2i = self._token_to_id
-        symbols = spm_merge(text, t2i, self._scores)
-        out: list[int] = []
-        for s in symbols:
-            i = t2i.get(s)
-            if i is not None:
-                out.append(i)
-            else:  # byte fallback: <0xE2> <0x96> ...
-                out.extend(self._byte_ids[b] for b in s.encode("utf-8"))
-        return out
+    def finish(self, tok: Tokenizer) -> None:
+        """Spaces become ``"▁"``, and with ``add_space_prefix`` one ``"▁"`` goes in front of every fragment
+        (every plain-text fragment starts the text or follows a special token, as in llama.cpp)."""
+        steps: list[Normalizer] = [Replace(" ", SPM_SPACE)]
+        if tok.add_space_prefix:
+            steps.append(Prepend(SPM_SPACE))
+        self.normalizer = NormalizerSequence(steps)
 
 
 class _WordPiece(_Family):
@@ -766,38 +958,20 @@ class _WordPiece(_Family):
     model = "bert"
     defaults = _Defaults(bos=101, eos=None, unk=100, sep=102, add_bos=True)
     bos_by_flag = False
+    pre_tokenizer = LlamaCppBertWords()
 
     def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
-        """Read the normalizer flags (lowercase, strip accents) and note the longest entry's length."""
+        """Read the normalizer flags (lowercase, strip accents)."""
         super().__init__(md, tokens, token_to_id, scores)
-        self._max_token_chars = max(map(len, tokens))
-        self._lowercase = _flag(md, "tokenizer.ggml.normalizer.lowercase", True)
-        self._strip_accents = _flag(md, "tokenizer.ggml.normalizer.strip_accents", self._lowercase)
+        lowercase = _flag(md, "tokenizer.ggml.normalizer.lowercase", True)
+        strip_accents = _flag(md, "tokenizer.ggml.normalizer.strip_accents", lowercase)
+        self.normalizer = LlamaCppBert(lowercase, strip_accents)
 
-    def encode_text(self, tok: Tokenizer, text: str, out: list[int], after_special: bool) -> None:
-        """Normalize, split into words, take longest vocabulary matches from the left; else ``tok.unk_id``."""
-        t2i = self._token_to_id
-        max_len = self._max_token_chars
-        for word in wordpiece_words(text, self._lowercase, self._strip_accents):
-            w = SPM_SPACE + word  # word starts are stored with a leading "▁"
-            n = len(w)
-            start = len(out)
-            i = 0
-            while i < n:
-                for j in range(min(n, i + max_len), i, -1):
-                    tid = t2i.get(w[i:j])
-                    if tid is not None:
-                        out.append(tid)
-                        i = j
-                        break
-                else:  # no entry covers position i: the whole word is unknown
-                    del out[start:]
-                    break
-            if len(out) == start:
-                if tok.unk_id is None:
-                    raise TokenizerError(f"word {word!r} has no WordPiece cover and there is no "
-                                         "tokenizer.ggml.unknown_token_id")
-                out.append(tok.unk_id)
+    def finish(self, tok: Tokenizer) -> None:
+        """Word starts are stored with a leading ``"▁"`` and continuations have no prefix (the GGUF
+        converter's spelling of BERT's ``##``); there is no length limit."""
+        self.stage = WordPiece(self._token_to_id, tok.unk_id, continuing_subword_prefix="",
+                               max_input_chars_per_word=1 << 62, word_prefix=SPM_SPACE)
 
     def specials(self, tok: Tokenizer) -> tuple[list[int], list[int]]:
         """Always ``[CLS]`` before and ``[SEP]`` after (``bos_id``, ``sep_id``); an error without them."""
@@ -821,152 +995,3 @@ def _family_class(model) -> type[_Family]:
         raise TokenizerError(f"tokenizer.ggml.model = {model!r} is not supported "
                              f"(supported: {', '.join(SUPPORTED_MODELS)})")
     return family
-
-
-# ---------------------------------------------------------------------- the merge loops
-
-
-def bpe_merge(symbols: list[str], ranks: Mapping[str, int]) -> list[str]:
-    """Apply BPE merge rules to a list of symbols; return the merged symbols.
-
-    Rule: among all adjacent pairs that have a merge rule, merge the one with the lowest rank; if that
-    rank occurs more than once, the leftmost. Repeat until no adjacent pair has a rule.
-
-    Short words use the plain loop (rescan all pairs after each merge: O(n²) but tiny n). Long words
-    (a line of 500 dashes) use a heap of candidate pairs and a linked list, O(n log n), which gives the
-    same result: a heap entry whose symbols have changed since it was pushed is skipped.
-
-    >>> bpe_merge(list("aaab"), {"a a": 0, "aa b": 1})   # "a a" merges at the left: aa|a|b, then no rule
-    ['aa', 'a', 'b']
-    """
-    if len(symbols) < 2:
-        return symbols
-    if len(symbols) <= 48:
-        syms = list(symbols)
-        while len(syms) > 1:
-            best_rank = None
-            best = -1
-            for k in range(len(syms) - 1):
-                r = ranks.get(syms[k] + " " + syms[k + 1])
-                if r is not None and (best_rank is None or r < best_rank):
-                    best_rank, best = r, k
-            if best < 0:
-                break
-            syms[best:best + 2] = [syms[best] + syms[best + 1]]
-        return syms
-
-    return _merge_by_priority(list(symbols), lambda left, right: ranks.get(left + " " + right))
-
-
-def spm_merge(text: str, token_to_id: Mapping[str, int], scores) -> list[str]:
-    """SentencePiece BPE: merge the adjacent pair whose concatenation scores highest, repeatedly.
-
-    Start from single characters. A pair is a candidate when the two symbols written together are a
-    vocabulary entry; its priority is that entry's score (ties: leftmost first). Uses a heap of
-    candidates and a linked list of symbols, so a long text costs O(n log n).
-
-    >>> spm_merge("▁ab", {"▁a": 0, "ab": 1, "▁ab": 2}, [-1.0, -2.0, -0.5])
-    ['▁ab']
-    """
-    if len(text) < 2:
-        return [text] if text else []
-
-    def priority(left: str, right: str) -> float | None:
-        tid = token_to_id.get(left + right)
-        return None if tid is None else -scores[tid]
-
-    return _merge_by_priority(list(text), priority)
-
-
-def _merge_by_priority(symbols: list[str], priority) -> list[str]:
-    """Merge adjacent symbols, best pair first, until no pair can merge; the loop BPE and SentencePiece share.
-
-    ``priority(left, right)`` is None when the pair cannot merge, else a number: lower merges first,
-    leftmost first on ties. A heap holds the candidate pairs and a linked list the symbols, so a long
-    text costs O(n log n); a heap entry whose symbols changed since it was pushed is skipped.
-    """
-    n = len(symbols)
-    nxt = list(range(1, n + 1))
-    nxt[-1] = -1
-    prv = list(range(-1, n - 1))
-    heap: list[tuple[float, int, int, str]] = []
-
-    def push(left: int, right: int) -> None:
-        if left < 0 or right < 0:
-            return
-        p = priority(symbols[left], symbols[right])
-        if p is not None:
-            heapq.heappush(heap, (p, left, right, symbols[left] + symbols[right]))
-
-    for k in range(n - 1):
-        push(k, k + 1)
-    while heap:
-        _, left, right, joined = heapq.heappop(heap)
-        if not symbols[left] or not symbols[right] or nxt[left] != right or symbols[left] + symbols[right] != joined:
-            continue  # stale: one of the two symbols changed after this pair was pushed
-        symbols[left] = joined
-        symbols[right] = ""
-        nxt[left] = nxt[right]
-        if nxt[right] >= 0:
-            prv[nxt[right]] = left
-        push(prv[left], left)
-        push(left, nxt[left])
-    out = []
-    k = 0
-    while k >= 0:
-        out.append(symbols[k])
-        k = nxt[k]
-    return out
-
-
-# ---------------------------------------------------------------------- WordPiece normalization
-
-_WHITESPACE = regex.compile(r"\s")
-
-
-def _is_chinese(cp: int) -> bool:
-    """CJK ideograph blocks that BERT splits into single-character words."""
-    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
-            or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B920 <= cp <= 0x2CEAF
-            or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
-
-
-def wordpiece_words(text: str, lowercase: bool = True, strip_accents: bool = True) -> list[str]:
-    """BERT's basic normalization as llama.cpp does it; returns the words to look up.
-
-    Per character: replace it by the first character of its canonical decomposition (NFD) when
-    stripping accents, so ``é`` becomes ``e``; whitespace ends a word; NUL, U+FFFD and control/format
-    characters are dropped; combining marks are dropped when stripping accents; letters are lowercased;
-    punctuation, ASCII symbols and CJK ideographs become one-character words of their own.
-
-    >>> wordpiece_words("Héllo, World!")
-    ['hello', ',', 'world', '!']
-    """
-    words: list[str] = []
-    cur: list[str] = []
-    for ch in text:
-        if strip_accents:
-            ch = unicodedata.normalize("NFD", ch)[0]
-        if _WHITESPACE.match(ch):
-            if cur:
-                words.append("".join(cur))
-                cur = []
-            continue
-        cat = unicodedata.category(ch)
-        if ch == "\0" or ch == "\ufffd" or cat in ("Cc", "Cf", "Co", "Cs"):
-            continue
-        if strip_accents and cat[0] == "M":
-            continue
-        if lowercase:
-            low = ch.lower()
-            ch = low[0] if low else ch
-        if cat[0] == "P" or (ord(ch) < 0x7F and cat[0] == "S") or _is_chinese(ord(ch)):
-            if cur:
-                words.append("".join(cur))
-                cur = []
-            words.append(ch)
-        else:
-            cur.append(ch)
-    if cur:
-        words.append("".join(cur))
-    return words

@@ -9,9 +9,8 @@ keys. This module only translates three published file formats into those keys:
 * tiktoken's ``.tiktoken`` rank files (``base64(bytes) rank`` per line), which hold *no merges at all*:
   :func:`merges_from_ranks` recovers them (see its docstring for why that is exact), then
   :func:`tiktoken_metadata`;
-* a Hugging Face ``tokenizer.json`` whose model is byte-level BPE and whose pre-tokenizer is one the engine
-  knows (Qwen2/Qwen3, Llama 3, GPT-2): :func:`tokenizer_json_metadata`. The general ``tokenizer.json``
-  format is chapter 11's subject; this reader refuses anything outside that narrow case, naming the field.
+* a Hugging Face ``tokenizer.json`` (Qwen3's): the engine reads those itself,
+  :meth:`Tokenizer.from_file <bytes2logits.engine.tokenizer.Tokenizer.from_file>` (chapter 11's subject).
 
 The ``load_*`` functions read the course assets (``gpt2-bpe``, ``cl100k``, ``qwen3-tokenizer``) and are
 what the chapter calls. ``tests/test_vocab_files.py`` checks the ids against tiktoken and Hugging Face
@@ -23,7 +22,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,52 +30,12 @@ from ..engine.tokenizer import Tokenizer, TokenType
 from ..errors import TokenizerError
 from ..text import BYTE_TO_CHAR
 
-__all__ = ["NormalizedTokenizer", "gpt2_metadata", "read_tiktoken_ranks", "merges_from_ranks",
-           "tiktoken_metadata", "tokenizer_json_metadata", "load_gpt2", "load_cl100k", "load_qwen3"]
-
-# tokenizer.json ``Split`` patterns -> the GGUF ``tokenizer.ggml.pre`` name with the same expressions.
-# (pretokenizers.py spells the case-insensitive contractions out as llama.cpp does; the meaning is equal.)
-_TOKENIZER_JSON_PATTERNS = {
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+":
-        "qwen2",
-    (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-     r"|\s*[\r\n]+|\s+(?!\S)|\s+"):
-        "llama3",
-}
-
+__all__ = ["gpt2_metadata", "read_tiktoken_ranks", "merges_from_ranks", "tiktoken_metadata", "load_gpt2",
+           "load_cl100k", "load_qwen3"]
 
 def _printable(token: bytes) -> str:
     """Token bytes written with GPT-2's printable byte map (``b" the"`` -> ``"Ġthe"``)."""
     return "".join(BYTE_TO_CHAR[b] for b in token)
-
-
-class NormalizedTokenizer(Tokenizer):
-    """A :class:`~bytes2logits.engine.tokenizer.Tokenizer` that applies a Unicode normalization form before encoding.
-
-    Hugging Face tokenizers may declare a ``normalizer``; Qwen's says ``NFC``, so ``"e"`` followed by a
-    combining acute accent is encoded as the single character ``"é"``. GGUF files have no such key (llama.cpp
-    encodes the text as given), so this small subclass adds the one step. ``literal_spans`` are character
-    positions and would move under normalization, so they are refused here.
-    """
-
-    def __init__(self, metadata: Mapping[str, Any], normalization: str):
-        """Build the tokenizer from ``metadata`` and remember the normalization form (``"NFC"``, ...)."""
-        if normalization not in ("NFC", "NFD", "NFKC", "NFKD"):
-            raise TokenizerError(f"normalizer {normalization!r} is not a Unicode normalization form")
-        super().__init__(metadata)
-        self.normalization = normalization
-
-    def encode(self, text: str, allowed_special=None, add_special: bool = False, *, literal_spans=()) -> list[int]:
-        """Normalize ``text`` with :attr:`normalization`, then encode it as the base class does."""
-        if not isinstance(text, str):
-            raise TypeError(f"encode() takes a str, not {type(text).__name__}")
-        if tuple(literal_spans):
-            raise TokenizerError("literal_spans cannot be used with a normalizing tokenizer (positions move)")
-        return super().encode(unicodedata.normalize(self.normalization, text), allowed_special, add_special)
-
-    def __repr__(self) -> str:
-        """The base summary plus the normalization form."""
-        return super().__repr__()[:-1] + f", normalization={self.normalization!r})"
 
 
 # ---------------------------------------------------------------------------------------------- GPT-2
@@ -192,99 +150,6 @@ def tiktoken_metadata(ranks: Mapping[bytes, int], pre: str) -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------------------------------------------- tokenizer.json
-
-
-def _require(value, expected, field: str) -> None:
-    if value != expected:
-        raise TokenizerError(f"tokenizer.json: {field} is {value!r}; this reader supports only {expected!r}")
-
-
-def _pre_from_tokenizer_json(pre: Mapping[str, Any] | None) -> str:
-    """The GGUF pre-tokenizer name for a tokenizer.json ``pre_tokenizer`` (byte-level BPE only)."""
-    if not isinstance(pre, Mapping):
-        raise TokenizerError("tokenizer.json: pre_tokenizer is missing; a byte-level BPE needs one")
-    if pre.get("type") == "ByteLevel":
-        _require(pre.get("add_prefix_space", False), False, "pre_tokenizer.add_prefix_space")
-        _require(pre.get("use_regex", True), True, "pre_tokenizer.use_regex")
-        return "gpt-2"
-    _require(pre.get("type"), "Sequence", "pre_tokenizer.type")
-    steps = pre.get("pretokenizers") or []
-    if len(steps) != 2 or steps[0].get("type") != "Split" or steps[1].get("type") != "ByteLevel":
-        raise TokenizerError("tokenizer.json: pre_tokenizer.pretokenizers must be [Split, ByteLevel]")
-    split, byte_level = steps
-    _require(split.get("behavior"), "Isolated", "pre_tokenizer.pretokenizers[0].behavior")
-    _require(split.get("invert", False), False, "pre_tokenizer.pretokenizers[0].invert")
-    _require(byte_level.get("use_regex", True), False, "pre_tokenizer.pretokenizers[1].use_regex")
-    _require(byte_level.get("add_prefix_space", False), False, "pre_tokenizer.pretokenizers[1].add_prefix_space")
-    pattern = (split.get("pattern") or {}).get("Regex")
-    name = _TOKENIZER_JSON_PATTERNS.get(pattern)
-    if name is None:
-        raise TokenizerError(f"tokenizer.json: pre_tokenizer regex {pattern!r} matches no known pre-tokenizer")
-    return name
-
-
-def tokenizer_json_metadata(data: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """GGUF-style tokenizer keys for a parsed byte-level BPE ``tokenizer.json``, and its normalization form.
-
-    Reads ``model.vocab`` (token -> id) and ``model.merges`` (``"a b"`` strings or ``["a", "b"]`` pairs),
-    and ``added_tokens``: those marked ``special`` become control tokens, the others user-defined tokens
-    (matched in plain text, as Hugging Face does). Returns ``(metadata, normalization)`` where
-    ``normalization`` is ``"NFC"`` etc. or ``None``. Any feature outside this case (dropout, byte fallback,
-    other normalizers, an unknown regex) raises :class:`~bytes2logits.errors.TokenizerError` naming the
-    field, because ignoring it would give wrong ids without a word.
-    """
-    model = data.get("model") or {}
-    _require(model.get("type"), "BPE", "model.type")
-    _require(model.get("dropout"), None, "model.dropout")
-    _require(bool(model.get("byte_fallback")), False, "model.byte_fallback")
-    _require(model.get("continuing_subword_prefix") or "", "", "model.continuing_subword_prefix")
-    _require(model.get("end_of_word_suffix") or "", "", "model.end_of_word_suffix")
-    normalizer = data.get("normalizer")
-    if normalizer is None:
-        normalization = None
-    elif normalizer.get("type") in ("NFC", "NFD", "NFKC", "NFKD"):
-        normalization = normalizer["type"]
-    else:
-        raise TokenizerError(f"tokenizer.json: normalizer {normalizer.get('type')!r} is not supported")
-    pre = _pre_from_tokenizer_json(data.get("pre_tokenizer"))
-
-    vocab = dict(model.get("vocab") or {})
-    types = {i: TokenType.NORMAL for i in vocab.values()}
-    for added in data.get("added_tokens") or []:
-        i, content = added["id"], added["content"]
-        if content in vocab and vocab[content] != i:
-            raise TokenizerError(f"tokenizer.json: added token {content!r} has id {i} but model.vocab says "
-                                 f"{vocab[content]}")
-        vocab[content] = i
-        types[i] = TokenType.CONTROL if added.get("special") else TokenType.USER_DEFINED
-    n = len(vocab)
-    if sorted(vocab.values()) != list(range(n)):
-        raise TokenizerError("tokenizer.json: token ids (model.vocab plus added_tokens) are not exactly 0..n-1")
-    tokens = [""] * n
-    for token, i in vocab.items():
-        tokens[i] = token
-    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
-    metadata = {
-        "tokenizer.ggml.model": "gpt2",
-        "tokenizer.ggml.pre": pre,
-        "tokenizer.ggml.tokens": tokens,
-        "tokenizer.ggml.token_type": [types[i] for i in range(n)],
-        "tokenizer.ggml.merges": merges,
-        "tokenizer.ggml.add_bos_token": False,
-    }
-    if model.get("ignore_merges"):
-        if pre != "llama3":
-            raise TokenizerError(f"tokenizer.json: model.ignore_merges with pre-tokenizer {pre!r} is not supported")
-    elif pre == "llama3":
-        raise TokenizerError("tokenizer.json: the Llama 3 pre-tokenizer implies ignore_merges, "
-                             "but model.ignore_merges is false")
-    return metadata, normalization
-
-
-# ---------------------------------------------------------------------------------------------- the assets
-
-
 def load_gpt2(folder: str | os.PathLike | None = None) -> Tokenizer:
     """GPT-2's tokenizer from ``encoder.json`` and ``vocab.bpe`` (default: the ``gpt2-bpe`` asset)."""
     if folder is None:
@@ -311,13 +176,11 @@ def load_cl100k(path: str | os.PathLike | None = None) -> Tokenizer:
 
 
 def load_qwen3(path: str | os.PathLike | None = None) -> Tokenizer:
-    """Qwen3's tokenizer from its ``tokenizer.json`` (default: the ``qwen3-tokenizer`` asset), NFC included."""
-    if path is None:
-        from .. import assets
+    """Qwen3's tokenizer from its ``tokenizer.json`` (default: the ``qwen3-tokenizer`` asset), NFC included.
 
-        path = assets.path("qwen3-tokenizer")
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    metadata, normalization = tokenizer_json_metadata(data)
-    if normalization is None:
-        return Tokenizer.from_metadata(metadata)
-    return NormalizedTokenizer(metadata, normalization)
+    This is :meth:`Tokenizer.from_file <bytes2logits.engine.tokenizer.Tokenizer.from_file>`, the engine's
+    tokenizer.json loader (chapter 11), with the asset as default.
+    """
+    from .. import assets
+
+    return Tokenizer.from_file(path or assets.path("qwen3-tokenizer"))

@@ -376,6 +376,12 @@ class Unigram(Model):
         self.max_len = max((len(p) for p, _ in pieces), default=1)
         self._bytes = _byte_token_ids(self.token_to_id) if byte_fallback else None
 
+    def exclude(self, texts) -> None:
+        """Never match these pieces as text (special tokens: user text must not produce their ids, even
+        though ``tokenizers`` would match a typed ``<s>`` as the piece ``<s>``)."""
+        for t in texts:
+            self.scores.pop(t, None)
+
     def tokenize_spans(self, piece: str) -> list[Token]:
         """Viterbi, then unknown stretches fused and (with ``byte_fallback``) written as bytes."""
         if not piece:

@@ -262,6 +262,8 @@ class Tokenizer:
         stops = {i for t in _EOG_TEXTS if (i := tok._token_to_id.get(t)) is not None and types[i] == TokenType.CONTROL}
         tok.stop_ids = frozenset(stops | ({tok.eos_id} if tok.eos_id is not None else set()))
         tok._index_special_tokens({})
+        if hasattr(c.model, "exclude"):
+            c.model.exclude(tok._control)
         before, after = c.template
         tok._post_processor = lambda: (list(before), list(after))
         pre_tokenizer, piece_map = _defer_byte_map(c.pre_tokenizer)

@@ -33,7 +33,8 @@ import regex
 
 __all__ = [
     "Normalizer", "NFC", "NFD", "NFKC", "NFKD", "Lowercase", "BertNormalizer", "Prepend", "Replace",
-    "StripAccents", "NormalizerSequence", "apply_changes", "is_bert_control", "is_bert_whitespace",
+    "StripAccents", "NormalizerSequence", "LlamaCppBert", "apply_changes", "bert_normalize", "is_bert_control",
+    "is_bert_whitespace",
     "is_chinese_char",
 ]
 
@@ -325,6 +326,39 @@ def is_chinese_char(cp: int) -> bool:
             or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
 
 
+def bert_normalize(text: str, clean_text: bool = True, handle_chinese_chars: bool = True,
+                   strip_accents: bool | None = None, lowercase: bool = True) -> str:
+    """BERT's normalizer on one text, its four steps in order.
+
+    1. ``clean_text``: drop NUL, U+FFFD and control characters (:func:`is_bert_control`); every whitespace
+       character (:func:`is_bert_whitespace`) becomes ``" "``;
+    2. ``handle_chinese_chars``: put a space on each side of every CJK ideograph (:func:`is_chinese_char`);
+    3. ``strip_accents`` (``None`` means: the same as ``lowercase``): NFD, then drop the nonspacing marks
+       (category ``Mn``), so ``"é"`` becomes ``"e"``;
+    4. ``lowercase``: every character lowercased on its own.
+
+    >>> bert_normalize("Héllo\\tWORLD 中文")
+    'hello world  中  文 '
+    """
+    if clean_text or handle_chinese_chars:
+        out = []
+        for ch in text:
+            if clean_text:
+                if ch == "\0" or ch == "\ufffd" or is_bert_control(ch):
+                    continue
+                if is_bert_whitespace(ch):
+                    ch = " "
+            if handle_chinese_chars and is_chinese_char(ord(ch)):
+                ch = " " + ch + " "
+            out.append(ch)
+        text = "".join(out)
+    if strip_accents or (strip_accents is None and lowercase):
+        text = "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
+    if lowercase:
+        text = "".join(c.lower() for c in text)
+    return text
+
+
 class BertNormalizer(Normalizer):
     """BERT's normalizer, in its order: clean the text, pad Chinese characters, strip accents, lowercase.
 
@@ -356,20 +390,11 @@ class BertNormalizer(Normalizer):
             return ""
         return " " if is_bert_whitespace(ch) else ch
 
-    def _pad(self, ch: str) -> str:
-        """Both switches for one character (the fast path)."""
-        if self.clean_text:
-            ch = self._clean(ch)
-        if self.handle_chinese_chars and ch and is_chinese_char(ord(ch)):
-            return " " + ch + " "
-        return ch
-
     def normalize(self, text: str) -> str:
-        """The normalized text (see the class docstring)."""
-        text = "".join(map(self._pad, text)) if not text.isascii() or not text.isprintable() else text
-        for step in self._steps:
-            text = step.normalize(text)
-        return text
+        """The normalized text: :func:`bert_normalize`."""
+        if text.isascii() and text.isprintable():  # nothing to clean, pad or strip: only the case can change
+            return text.lower() if self.lowercase else text
+        return bert_normalize(text, self.clean_text, self.handle_chinese_chars, self.strip_accents, self.lowercase)
 
     def normalize_aligned(self, text: str, align: SequenceABC[Span]) -> tuple[str, list[Span]]:
         """The same steps, one pass each (as ``tokenizers`` does them), keeping the alignment."""

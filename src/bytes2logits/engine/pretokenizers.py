@@ -30,7 +30,8 @@ from ..text import BYTE_TO_CHAR
 
 __all__ = ["PreTokenizer", "PRE_TOKENIZERS", "supported_pre", "get_pre_tokenizer", "split", "BEHAVIORS",
            "PreTokenizerStep", "Split", "Digits", "BertPreTokenizer", "WhitespaceSplit", "ByteLevel", "Metaspace",
-           "PreTokenizerSequence", "is_bert_punctuation"]
+           "PreTokenizerSequence", "is_bert_punctuation", "split_spans", "byte_level_map",
+           "byte_level_pieces", "bert_words", "LlamaCppBertWords", "RegexSplits"]
 
 # --- The building blocks -------------------------------------------------------------------------------
 
@@ -198,7 +199,7 @@ Span = tuple[int, int]
 BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
 
 
-def _cuts(text: str, matches: list[Span], behavior: str, invert: bool = False) -> list[Span]:
+def split_spans(text: str, matches: list[Span], behavior: str, invert: bool = False) -> list[Span]:
     """The pieces of ``text`` (as spans) for the matched spans ``matches`` and a Split ``behavior``.
 
     The text is first written as alternating stretches, matched or not; then, as in ``tokenizers``:
@@ -208,11 +209,11 @@ def _cuts(text: str, matches: list[Span], behavior: str, invert: bool = False) -
     as it is).
 
     >>> t = "the-final--countdown"; dashes = [(3, 4), (9, 10), (10, 11)]
-    >>> [t[s:e] for s, e in _cuts(t, dashes, "MergedWithPrevious")]
+    >>> [t[s:e] for s, e in split_spans(t, dashes, "MergedWithPrevious")]
     ['the-', 'final-', '-', 'countdown']
-    >>> [t[s:e] for s, e in _cuts(t, dashes, "MergedWithNext")]
+    >>> [t[s:e] for s, e in split_spans(t, dashes, "MergedWithNext")]
     ['the', '-final', '-', '-countdown']
-    >>> [t[s:e] for s, e in _cuts(t, dashes, "Contiguous")]
+    >>> [t[s:e] for s, e in split_spans(t, dashes, "Contiguous")]
     ['the', '-', 'final', '--', 'countdown']
     """
     stretches: list[tuple[int, int, bool]] = []
@@ -294,9 +295,9 @@ class Split(PreTokenizerStep):
         self._re = regex.compile(pattern if is_regex else regex.escape(pattern))
 
     def spans(self, text: str) -> list[Span]:
-        """Cut according to the behavior (see :func:`_cuts`)."""
+        """Cut according to the behavior (see :func:`split_spans`)."""
         found = [m.span() for m in self._re.finditer(text)]
-        return _cuts(text, found, self.behavior, self.invert)
+        return split_spans(text, found, self.behavior, self.invert)
 
     def split(self, text: str, first: bool = True) -> list[str]:
         """Fast path for the common ``Isolated`` split whose matches cover the whole text."""
@@ -319,7 +320,7 @@ class Digits(PreTokenizerStep):
     def spans(self, text: str) -> list[Span]:
         """Digits (Unicode ``N``) isolated, one by one or as runs."""
         matches = [m.span() for m in self._DIGIT.finditer(text)]
-        return _cuts(text, matches, "Isolated" if self.individual_digits else "Contiguous")
+        return split_spans(text, matches, "Isolated" if self.individual_digits else "Contiguous")
 
 
 def is_bert_punctuation(ch: str) -> bool:
@@ -331,27 +332,38 @@ def is_bert_punctuation(ch: str) -> bool:
 _WHITE_SPACE = regex.compile(r"\p{White_Space}")
 
 
+def bert_words(text: str) -> list[tuple[int, int]]:
+    """BERT's pre-tokenizer on one text: the spans of its words.
+
+    Whitespace (Unicode ``White_Space``) separates words and is dropped; every punctuation character
+    (:func:`is_bert_punctuation`: ASCII punctuation and symbols, or Unicode ``P*``) is a word of its own.
+
+    >>> t = "Hello, world!"; [t[s:e] for s, e in bert_words(t)]
+    ['Hello', ',', 'world', '!']
+    """
+    out: list[tuple[int, int]] = []
+    start = -1
+    for i, ch in enumerate(text):
+        space = _WHITE_SPACE.match(ch) is not None
+        if space or is_bert_punctuation(ch):
+            if start >= 0:
+                out.append((start, i))
+                start = -1
+            if not space:
+                out.append((i, i + 1))
+        elif start < 0:
+            start = i
+    if start >= 0:
+        out.append((start, len(text)))
+    return out
+
+
 class BertPreTokenizer(PreTokenizerStep):
-    """BERT's words: cut at whitespace (Unicode ``White_Space``, dropped) and make every punctuation
-    character a piece of its own."""
+    """BERT's words (:func:`bert_words`): whitespace dropped, punctuation isolated."""
 
     def spans(self, text: str) -> list[Span]:
         """Whitespace removed, punctuation isolated."""
-        out: list[Span] = []
-        start = -1
-        for i, ch in enumerate(text):
-            space = _WHITE_SPACE.match(ch) is not None
-            if space or is_bert_punctuation(ch):
-                if start >= 0:
-                    out.append((start, i))
-                    start = -1
-                if not space:
-                    out.append((i, i + 1))
-            elif start < 0:
-                start = i
-        if start >= 0:
-            out.append((start, len(text)))
-        return out
+        return bert_words(text)
 
 
 class WhitespaceSplit(PreTokenizerStep):
@@ -362,6 +374,40 @@ class WhitespaceSplit(PreTokenizerStep):
         return [m.span() for m in regex.finditer(r"\P{White_Space}+", text)]
 
 
+_GPT2_RE = regex.compile(GPT2)
+
+
+def byte_level_map(piece: str) -> str:
+    """``"é"`` -> ``"Ã©"``: each UTF-8 byte of ``piece`` written as its printable character
+    (:data:`bytes2logits.text.BYTE_TO_CHAR`), so a byte-level vocabulary can store every token as a string.
+
+    >>> byte_level_map(" héllo")
+    'ĠhÃ©llo'
+    """
+    return piece.encode("utf-8").decode("latin-1").translate(BYTE_TO_CHAR)
+
+
+def byte_level_pieces(text: str, add_prefix_space: bool = False, use_regex: bool = True, *,
+                      byte_map: bool = True) -> list[str]:
+    """tokenizer.json's ``ByteLevel`` pre-tokenizer on one text, in its order.
+
+    1. ``add_prefix_space``: put a space in front, unless the text is empty or already starts with one
+       (so that ``"world"`` at the start is cut like ``" world"`` in the middle);
+    2. ``use_regex``: cut with GPT-2's expression (contractions, letters, digits, other symbols,
+       whitespace), keeping every character; without it the text stays one piece;
+    3. ``byte_map``: write each piece's UTF-8 bytes as printable characters (:func:`byte_level_map`).
+
+    >>> byte_level_pieces("Hello world!")
+    ['Hello', 'Ġworld', '!']
+    >>> byte_level_pieces("Hello world!", add_prefix_space=True, use_regex=False)
+    ['ĠHelloĠworld!']
+    """
+    if add_prefix_space and text and not text.startswith(" "):
+        text = " " + text
+    pieces = split(text, (_GPT2_RE,)) if use_regex else ([text] if text else [])
+    return [byte_level_map(p) for p in pieces] if byte_map else pieces
+
+
 class ByteLevel(PreTokenizerStep):
     """GPT-2's byte-level step: optionally a space in front and the GPT-2 regex, then every piece's UTF-8
     bytes written as printable characters (:data:`bytes2logits.text.BYTE_TO_CHAR`), one per byte.
@@ -369,8 +415,6 @@ class ByteLevel(PreTokenizerStep):
     The byte map is what lets a byte-level vocabulary store every token as a string: the BPE model then
     works on those characters. ``trim_offsets`` only matters to the post-processor of the same name.
     """
-
-    _GPT2 = regex.compile(GPT2)
 
     def __init__(self, add_prefix_space: bool = False, use_regex: bool = True, trim_offsets: bool = True):
         """The three switches of tokenizer.json's ``ByteLevel``."""
@@ -385,35 +429,22 @@ class ByteLevel(PreTokenizerStep):
         other._map = False
         return other
 
-    def cut(self, text: str, first: bool = True) -> list[str]:
-        """The pieces before the byte map (the prefix space and the regex only)."""
-        if self.add_prefix_space and text and not text.startswith(" "):
-            text = " " + text
-        return split(text, (self._GPT2,)) if self.use_regex else ([text] if text else [])
-
-    @staticmethod
-    def byte_map(piece: str) -> str:
-        """``"é"`` -> ``"Ã©"``: each UTF-8 byte of ``piece`` as its printable character."""
-        return piece.encode("utf-8").decode("latin-1").translate(BYTE_TO_CHAR)
-
     def split(self, text: str, first: bool = True) -> list[str]:
-        """The pieces, in the byte alphabet."""
-        if not self._map:
-            return self.cut(text, first)
-        return [self.byte_map(p) for p in self.cut(text, first)]
+        """The pieces (in the byte alphabet unless the map was split off): :func:`byte_level_pieces`."""
+        return byte_level_pieces(text, self.add_prefix_space, self.use_regex, byte_map=self._map)
 
     def split_aligned(self, text: str, align: list[Span], first: bool = True) -> list[tuple[str, list[Span]]]:
         """Each byte character keeps the span of the character it is a byte of."""
         if self.add_prefix_space and text and not text.startswith(" "):
             text, align = " " + text, [align[0]] + list(align)
-        spans = ([m.span() for m in self._GPT2.finditer(text)] if self.use_regex else [(0, len(text))])
+        spans = ([m.span() for m in _GPT2_RE.finditer(text)] if self.use_regex else [(0, len(text))])
         if not self._map:
-            return [(text[s:e], align[s:e]) for s, e in _cuts(text, spans, "Isolated")]
+            return [(text[s:e], align[s:e]) for s, e in split_spans(text, spans, "Isolated")]
         out = []
-        for s, e in _cuts(text, spans, "Isolated"):
+        for s, e in split_spans(text, spans, "Isolated"):
             chars, al = [], []
             for ch, span in zip(text[s:e], align[s:e]):
-                b = self.byte_map(ch)
+                b = byte_level_map(ch)
                 chars.append(b)
                 al.extend([span] * len(b))
             out.append(("".join(chars), al))
@@ -444,7 +475,7 @@ class Metaspace(PreTokenizerStep):
         if not self.split_pieces:
             return [(0, len(text))] if text else []
         r = self.replacement
-        return _cuts(text, [(i, i + 1) for i, c in enumerate(text) if c == r], "MergedWithNext")
+        return split_spans(text, [(i, i + 1) for i, c in enumerate(text) if c == r], "MergedWithNext")
 
     def split(self, text: str, first: bool = True) -> list[str]:
         """The pieces, spaces written as the replacement."""

@@ -55,6 +55,7 @@ from .pretokenizers import (
     PreTokenizerSequence,
     PreTokenizerStep,
     RegexSplits,
+    byte_level_map,
     get_pre_tokenizer,
 )
 
@@ -802,11 +803,11 @@ def _defer_byte_map(pre_tokenizer):
     """Split off a final ByteLevel step's byte map, so that the tokenizer caches pieces of real text and maps
     a piece only when it misses the cache: ``(pre-tokenizer without the map, map or None)``."""
     if isinstance(pre_tokenizer, ByteLevel):
-        return pre_tokenizer.without_byte_map(), ByteLevel.byte_map
+        return pre_tokenizer.without_byte_map(), byte_level_map
     if isinstance(pre_tokenizer, PreTokenizerSequence) and pre_tokenizer.steps and isinstance(
             pre_tokenizer.steps[-1], ByteLevel):
         steps = pre_tokenizer.steps[:-1] + [pre_tokenizer.steps[-1].without_byte_map()]
-        return PreTokenizerSequence(steps), ByteLevel.byte_map
+        return PreTokenizerSequence(steps), byte_level_map
     return pre_tokenizer, None
 
 
@@ -878,7 +879,7 @@ class _ByteLevelBPE(_Family):
     """``"gpt2"``: pre-tokenize, write each piece's bytes as printable characters, merge by rank."""
 
     model = "gpt2"
-    piece_map = staticmethod(ByteLevel.byte_map)
+    piece_map = staticmethod(byte_level_map)
 
     def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
         """Read the pre-tokenizer and the merges; every printable ASCII byte must have a token."""

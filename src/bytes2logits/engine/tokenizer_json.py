@@ -48,7 +48,8 @@ from . import pretokenizers as pre
 from .models import BPE, Model, Unigram, WordPiece
 
 __all__ = ["Components", "load_components", "normalizer_from_spec", "pre_tokenizer_from_spec",
-           "model_from_spec", "decoder_from_spec", "post_processor_from_spec", "check_added_tokens"]
+           "model_from_spec", "bpe_from_spec", "wordpiece_from_spec", "unigram_from_spec", "decoder_from_spec",
+           "post_processor_from_spec", "check_added_tokens"]
 
 
 @dataclass
@@ -240,6 +241,69 @@ def _merges(spec: Mapping[str, Any], path: str, vocab: Mapping[str, int]) -> tup
     return ranks, sep
 
 
+def bpe_from_spec(spec: Mapping[str, Any], path: str = "model") -> tuple[BPE, list[str], int | None]:
+    """A ``"BPE"`` model section -> ``(model, vocabulary in id order, unknown id)``, refusing what is unsupported.
+
+    ``vocab`` maps token -> id; ``merges`` are ranked by position, each ``"left right"`` or
+    ``["left", "right"]``, and both halves and their concatenation must be in the vocabulary. ``dropout``
+    must be null (it is a training-time trick), ``continuing_subword_prefix`` and ``end_of_word_suffix``
+    null or ``""``; ``unk_token`` null or a vocabulary entry; ``fuse_unk``, ``byte_fallback`` and
+    ``ignore_merges`` are booleans. An error names the field by its JSON path, e.g. ``model.dropout``.
+
+    >>> m, tokens, unk = bpe_from_spec({"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]})
+    >>> m.tokenize("abab"), tokens, unk
+    ([2, 2], ['a', 'b', 'ab'], None)
+    """
+    vocab = _vocab_dict(spec, path)
+    if _get(spec, "dropout", path, (int, float)) is not None:
+        _fail(f"{path}.dropout", f"= {spec['dropout']!r} is not supported (only null: dropout is for training)")
+    for key in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if _get(spec, key, path, str, ""):
+            _fail(f"{path}.{key}", f"= {spec[key]!r} is not supported (only null or \"\")")
+    unk = _get(spec, "unk_token", path, str)
+    if unk is not None and unk not in vocab:
+        _fail(f"{path}.unk_token", f"= {unk!r} is not in {path}.vocab")
+    ranks, sep = _merges(spec, path, vocab)
+    unk_id = None if unk is None else vocab[unk]
+    model = BPE(vocab, ranks, sep=sep, unk_id=unk_id, fuse_unk=_get(spec, "fuse_unk", path, bool, False),
+                byte_fallback=_get(spec, "byte_fallback", path, bool, False),
+                ignore_merges=_get(spec, "ignore_merges", path, bool, False))
+    return model, _ordered(vocab, path), unk_id
+
+
+def wordpiece_from_spec(spec: Mapping[str, Any], path: str = "model") -> tuple[WordPiece, list[str], int]:
+    """A ``"WordPiece"`` model section -> ``(model, vocabulary in id order, unknown id)``."""
+    vocab = _vocab_dict(spec, path)
+    unk = _get(spec, "unk_token", path, str, "[UNK]")
+    if unk not in vocab:
+        _fail(f"{path}.unk_token", f"= {unk!r} is not in {path}.vocab")
+    model = WordPiece(vocab, vocab[unk],
+                      continuing_subword_prefix=_get(spec, "continuing_subword_prefix", path, str, "##"),
+                      max_input_chars_per_word=_get(spec, "max_input_chars_per_word", path, int, 100))
+    return model, _ordered(vocab, path), vocab[unk]
+
+
+def unigram_from_spec(spec: Mapping[str, Any], path: str = "model") -> tuple[Unigram, list[str], int | None]:
+    """A ``"Unigram"`` model section -> ``(model, vocabulary in id order, unknown id)``."""
+    items = _get(spec, "vocab", path, list, required=True)
+    pieces = []
+    for k, item in enumerate(items):
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                and isinstance(item[1], (int, float)) and not isinstance(item[1], bool)):
+            _fail(f"{path}.vocab[{k}]", f"= {item!r} must be [piece, log_prob]")
+        pieces.append((item[0], float(item[1])))
+    unk_id = _get(spec, "unk_id", path, int)
+    if unk_id is not None and not 0 <= unk_id < len(pieces):
+        _fail(f"{path}.unk_id", f"= {unk_id} is not an index into {path}.vocab (0..{len(pieces) - 1})")
+    tokens = [p for p, _ in pieces]
+    if len(set(tokens)) != len(tokens):
+        _fail(f"{path}.vocab", "holds the same piece twice")
+    return Unigram(pieces, unk_id, _get(spec, "byte_fallback", path, bool, False)), tokens, unk_id
+
+
+_MODELS = {"BPE": bpe_from_spec, "WordPiece": wordpiece_from_spec, "Unigram": unigram_from_spec}
+
+
 def model_from_spec(spec, path: str = "model") -> tuple[Model, str, list[str], int | None]:
     """The model object, its type, the vocabulary in id order and the unknown token's id."""
     spec = _obj(spec, path)
@@ -248,48 +312,11 @@ def model_from_spec(spec, path: str = "model") -> tuple[Model, str, list[str], i
         t = "BPE" if "merges" in spec else "WordPiece" if "max_input_chars_per_word" in spec else None
         if t is None:
             _fail(f"{path}.type", "is missing")
-    if t == "BPE":
-        vocab = _vocab_dict(spec, path)
-        if _get(spec, "dropout", path, (int, float)) is not None:
-            _fail(f"{path}.dropout", f"= {spec['dropout']!r} is not supported (only null: dropout is for training)")
-        for key in ("continuing_subword_prefix", "end_of_word_suffix"):
-            if _get(spec, key, path, str, ""):
-                _fail(f"{path}.{key}", f"= {spec[key]!r} is not supported (only null or \"\")")
-        unk = _get(spec, "unk_token", path, str)
-        if unk is not None and unk not in vocab:
-            _fail(f"{path}.unk_token", f"= {unk!r} is not in {path}.vocab")
-        ranks, sep = _merges(spec, path, vocab)
-        model: Model = BPE(vocab, ranks, sep=sep, unk_id=None if unk is None else vocab[unk],
-                           fuse_unk=_get(spec, "fuse_unk", path, bool, False),
-                           byte_fallback=_get(spec, "byte_fallback", path, bool, False),
-                           ignore_merges=_get(spec, "ignore_merges", path, bool, False))
-        return model, t, _ordered(vocab, path), None if unk is None else vocab[unk]
-    if t == "WordPiece":
-        vocab = _vocab_dict(spec, path)
-        unk = _get(spec, "unk_token", path, str, "[UNK]")
-        if unk not in vocab:
-            _fail(f"{path}.unk_token", f"= {unk!r} is not in {path}.vocab")
-        model = WordPiece(vocab, vocab[unk],
-                          continuing_subword_prefix=_get(spec, "continuing_subword_prefix", path, str, "##"),
-                          max_input_chars_per_word=_get(spec, "max_input_chars_per_word", path, int, 100))
-        return model, t, _ordered(vocab, path), vocab[unk]
-    if t == "Unigram":
-        items = _get(spec, "vocab", path, list, required=True)
-        pieces = []
-        for k, item in enumerate(items):
-            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
-                    and isinstance(item[1], (int, float)) and not isinstance(item[1], bool)):
-                _fail(f"{path}.vocab[{k}]", f"= {item!r} must be [piece, log_prob]")
-            pieces.append((item[0], float(item[1])))
-        unk_id = _get(spec, "unk_id", path, int)
-        if unk_id is not None and not 0 <= unk_id < len(pieces):
-            _fail(f"{path}.unk_id", f"= {unk_id} is not an index into {path}.vocab (0..{len(pieces) - 1})")
-        model = Unigram(pieces, unk_id, _get(spec, "byte_fallback", path, bool, False))
-        tokens = [p for p, _ in pieces]
-        if len(set(tokens)) != len(tokens):
-            _fail(f"{path}.vocab", "holds the same piece twice")
-        return model, t, tokens, unk_id
-    _fail(f"{path}.type", f"= {t!r} is not supported (supported: 'BPE', 'WordPiece', 'Unigram')")
+    build = _MODELS.get(t)
+    if build is None:
+        _fail(f"{path}.type", f"= {t!r} is not supported (supported: {', '.join(map(repr, _MODELS))})")
+    model, tokens, unk_id = build(spec, path)
+    return model, t, tokens, unk_id
 
 
 def _ordered(vocab: Mapping[str, int], path: str) -> list[str]:

@@ -114,7 +114,7 @@ LABS: dict[str, Lab] = {
             given=("PRETOKENIZE_PATTERN", "_PRETOKENIZE", "_check_special_tokens", "_split_on_specials"),
             tasks=(
                 Task("count_pieces", "Pre-tokenize and count pieces", ("pretokenize", "count_pieces"), 3),
-                Task("train_bpe", "Train BPE merges, fast", ("_merge_in_word", "train_bpe"), 7),
+                Task("train_bpe", "Train BPE merges, fast", ("_merge_in_word", "_reversed_bytes", "train_bpe"), 7),
             ),
         ),
         Lab(

@@ -94,16 +94,26 @@ def _split_on_specials(text: str, specials: Sequence[str]) -> list[str]:
     return re.split(alternatives, text)
 
 
-def count_pieces(text: str, special_tokens: Sequence[str] = ()) -> Counter[str]:
+def count_pieces(text: str, special_tokens: Sequence[str] = (), pattern: str = PRETOKENIZE_PATTERN) -> Counter[str]:
     """How often each pre-token piece occurs in ``text``.
+
+    ``pattern`` is the pre-tokenizer's regular expression (default ``\\S+|\\s+``); a pattern with Unicode
+    classes such as GPT-2's ``\\p{L}`` is compiled with the ``regex`` module. Text a pattern does not match
+    is left out, as ``findall`` leaves it out.
 
     Training works on *distinct* pieces weighted by their frequency: ``"the"`` occurring 60 000 times is one
     word with weight 60 000, not 60 000 words. Literal special-token text is cut out of the corpus first,
     so training can never learn a merge that spells a special token.
     """
+    if pattern == PRETOKENIZE_PATTERN:
+        findall = _PRETOKENIZE.findall
+    else:
+        import regex
+
+        findall = regex.compile(pattern).findall
     counts: Counter[str] = Counter()
     for chunk in _split_on_specials(text, special_tokens):
-        counts.update(_PRETOKENIZE.findall(chunk))
+        counts.update(findall(chunk))
     return counts
 
 
@@ -146,6 +156,8 @@ def train_bpe(
     num_merges: int,
     special_tokens: Sequence[str] = (),
     *,
+    pattern: str = PRETOKENIZE_PATTERN,
+    tie_break: str = "smallest",
     progress: bool = False,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Learn up to ``num_merges`` byte-level BPE merges from ``text``.
@@ -164,6 +176,14 @@ def train_bpe(
 
     The tie rule makes the result a pure function of the corpus contents and ``num_merges``: the order of
     lines in the corpus or of keys in a dict cannot change which pair wins.
+
+    Two keywords change the rules (chapter 11 compares them):
+
+    * ``pattern``: the pre-tokenizer's expression instead of ``\\S+|\\s+``, e.g. GPT-2's
+      (:data:`bytes2logits.engine.pretokenizers.GPT2`), so that merges never cross its pieces;
+    * ``tie_break="largest"``: a tie goes to the lexicographically *largest* pair instead (a rule some
+      published course references use). Any fixed rule gives a deterministic trainer; they differ only in
+      which of the equally frequent pairs comes first.
 
     **Why it is fast.** A naive trainer recounts every pair of every word after each merge. Here a merge
     only touches the words that contain the merged pair:
@@ -185,7 +205,11 @@ def train_bpe(
         raise ValueError(f"num_merges must be a non-negative int, got {num_merges!r}")
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if tie_break not in ("smallest", "largest"):
+        raise ValueError(f"tie_break must be 'smallest' or 'largest', got {tie_break!r}")
     specials = _check_special_tokens(special_tokens)
+    # The heap pops the smallest entry: for "largest", order the byte strings backwards (see _reversed_bytes).
+    order = (lambda b: b) if tie_break == "smallest" else _reversed_bytes
 
     # token_bytes[symbol] is the bytes a symbol spells; symbol_of[bytes] goes back.
     token_bytes: list[bytes] = [bytes([b]) for b in range(256)]
@@ -194,7 +218,7 @@ def train_bpe(
     # One entry per distinct piece with at least two bytes (a single byte has no pair to merge).
     words: list[list[int]] = []
     freqs: list[int] = []
-    for piece, freq in count_pieces(text, specials).items():
+    for piece, freq in count_pieces(text, specials, pattern).items():
         symbols = list(piece.encode("utf-8"))
         if len(symbols) > 1:
             words.append(symbols)
@@ -208,7 +232,7 @@ def train_bpe(
         for pair in zip(symbols, symbols[1:]):
             pair_counts[pair] += freq
             where[pair].add(wid)
-    heap = [(-count, token_bytes[a], token_bytes[b], a, b) for (a, b), count in pair_counts.items()]
+    heap = [(-count, order(token_bytes[a]), order(token_bytes[b]), a, b) for (a, b), count in pair_counts.items()]
     heapq.heapify(heap)
 
     merges: list[tuple[bytes, bytes]] = []
@@ -220,13 +244,14 @@ def train_bpe(
     while len(merges) < num_merges:
         # Pop stale entries until the top of the heap is a pair with its current (positive) count.
         while heap:
-            neg_count, left_bytes, right_bytes, a, b = heap[0]
+            neg_count, _, _, a, b = heap[0]
             if pair_counts.get((a, b), 0) == -neg_count > 0:
                 break
             heapq.heappop(heap)
         else:
             break  # no pair left anywhere: stop early
         heapq.heappop(heap)
+        left_bytes, right_bytes = token_bytes[a], token_bytes[b]
         merges.append((left_bytes, right_bytes))
         merged = left_bytes + right_bytes
         new = symbol_of.get(merged)
@@ -246,7 +271,7 @@ def train_bpe(
                 count = pair_counts[pair] + change
                 if count:
                     pair_counts[pair] = count
-                    heapq.heappush(heap, (-count, token_bytes[pair[0]], token_bytes[pair[1]], *pair))
+                    heapq.heappush(heap, (-count, order(token_bytes[pair[0]]), order(token_bytes[pair[1]]), *pair))
                 else:
                     del pair_counts[pair]
         if bar is not None:
@@ -254,6 +279,12 @@ def train_bpe(
     if bar is not None:
         bar.close()
     return build_vocab(merges, specials), merges
+
+
+def _reversed_bytes(b: bytes) -> tuple[int, ...]:
+    """A key that sorts byte strings in reverse lexicographic order: each byte ``255 - x``, then 256 (so a
+    prefix sorts *after* the longer string, the reverse of ``b"a" < b"ab"``)."""
+    return tuple(255 - x for x in b) + (256,)
 
 
 def build_vocab(merges: Iterable[tuple[bytes, bytes]], special_tokens: Sequence[str] = ()) -> dict[int, bytes]:

@@ -53,3 +53,9 @@ def test_count_pieces_matches_a_recount(impl, parts):
     for p in re.findall(r"\S+|\s+", text):
         expected[p] = expected.get(p, 0) + 1
     assert dict(impl.count_pieces(text)) == expected
+
+
+def test_pattern_keyword_uses_unicode_classes(impl):
+    """count_pieces(..., pattern=...) pre-tokenizes with that regex; \\p{L} must work (the regex module)."""
+    counts = impl.count_pieces("don't stop 2024", pattern=r"'s|'t| ?\p{L}+| ?\p{N}+|\s+")
+    assert dict(counts) == {"don": 1, "'t": 1, " stop": 1, " 2024": 1}

@@ -209,3 +209,54 @@ def test_memory_is_bounded(impl, reference):
         impl.train_bpe(text, 10)
     assert got.peak < max(25 * len(text), 3 * ref.peak), (
         f"peak {got.peak / 1e6:.0f} MB, the reference's {ref.peak / 1e6:.0f} MB ({got.how})")
+
+
+GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+
+def naive_train(text, num_merges, pattern, largest):
+    """The slow trainer with a pre-tokenizer pattern and either tie rule, written out independently."""
+    import regex
+
+    words = Counter(tuple(bytes([b]) for b in piece.encode()) for piece in regex.findall(pattern, text))
+    merges = []
+    for _ in range(num_merges):
+        counts = Counter()
+        for word, freq in words.items():
+            for pair in zip(word, word[1:]):
+                counts[pair] += freq
+        if not counts:
+            break
+        best = max(counts, key=lambda p: (counts[p], p)) if largest else min(counts, key=lambda p: (-counts[p], p))
+        merges.append(best)
+        rewritten = Counter()
+        for word, freq in words.items():
+            out, i = [], 0
+            while i < len(word):
+                if i + 1 < len(word) and (word[i], word[i + 1]) == best:
+                    out.append(word[i] + word[i + 1])
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            rewritten[tuple(out)] += freq
+        words = rewritten
+    return merges
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_gpt2_pattern_and_largest_tie_break_match_a_naive_trainer(impl, seed):
+    """With pattern=GPT-2's regex and tie_break='largest' (or 'smallest'), the merges are the naive trainer's."""
+    rng = random.Random(100 + seed)
+    alphabet = ["a", "b", "ab", "é", " ", "  ", "\n", "don't", "12", "x", "!"]
+    text = "".join(rng.choice(alphabet) for _ in range(rng.randint(40, 300)))
+    n = rng.randint(5, 40)
+    for tie in ("largest", "smallest"):
+        result = impl.train_bpe(text, n, pattern=GPT2_PATTERN, tie_break=tie)
+        assert result[1] == naive_train(text, n, GPT2_PATTERN, tie == "largest"), f"tie_break={tie!r}"
+
+
+def test_unknown_tie_break_is_refused(impl):
+    """tie_break must be 'smallest' or 'largest'; anything else is a ValueError."""
+    with pytest.raises(ValueError):
+        impl.train_bpe("aa bb", 1, tie_break="random")

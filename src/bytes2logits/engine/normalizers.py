@@ -303,12 +303,9 @@ class Replace(Normalizer):
 
 # ---------------------------------------------------------------------- BERT
 
-_WHITE_SPACE = regex.compile(r"\p{White_Space}")
-
-
 def is_bert_whitespace(ch: str) -> bool:
     """BERT's whitespace: tab, newline, carriage return, or a Unicode ``White_Space`` character."""
-    return ch in "\t\n\r" or _WHITE_SPACE.match(ch) is not None
+    return ch.isspace() and ch not in "\x1c\x1d\x1e\x1f"  # Unicode White_Space (tab, LF and CR are in it)
 
 
 def is_bert_control(ch: str) -> bool:

@@ -31,7 +31,7 @@ from ..text import BYTE_TO_CHAR
 __all__ = ["PreTokenizer", "PRE_TOKENIZERS", "supported_pre", "get_pre_tokenizer", "split", "BEHAVIORS",
            "PreTokenizerStep", "Split", "Digits", "BertPreTokenizer", "WhitespaceSplit", "ByteLevel", "Metaspace",
            "PreTokenizerSequence", "is_bert_punctuation", "split_spans", "byte_level_map",
-           "byte_level_pieces", "bert_words", "LlamaCppBertWords", "RegexSplits"]
+           "byte_level_pieces", "bert_words", "is_white_space", "LlamaCppBertWords", "RegexSplits"]
 
 # --- The building blocks -------------------------------------------------------------------------------
 
@@ -329,7 +329,10 @@ def is_bert_punctuation(ch: str) -> bool:
         unicodedata.category(ch)[0] == "P"
 
 
-_WHITE_SPACE = regex.compile(r"\p{White_Space}")
+def is_white_space(ch: str) -> bool:
+    """Unicode's ``White_Space`` property (what Rust's ``char::is_whitespace`` tests): Python's
+    ``str.isspace`` minus the four separators U+001C..U+001F, which Unicode counts as controls."""
+    return ch.isspace() and ch not in "\x1c\x1d\x1e\x1f"
 
 
 def bert_words(text: str) -> list[tuple[int, int]]:
@@ -344,7 +347,7 @@ def bert_words(text: str) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     start = -1
     for i, ch in enumerate(text):
-        space = _WHITE_SPACE.match(ch) is not None
+        space = is_white_space(ch)
         if space or is_bert_punctuation(ch):
             if start >= 0:
                 out.append((start, i))
@@ -404,7 +407,7 @@ def byte_level_pieces(text: str, add_prefix_space: bool = False, use_regex: bool
     """
     if add_prefix_space and text and not text.startswith(" "):
         text = " " + text
-    pieces = split(text, (_GPT2_RE,)) if use_regex else ([text] if text else [])
+    pieces = split(text, (regex.compile(GPT2),)) if use_regex else ([text] if text else [])
     return [byte_level_map(p) for p in pieces] if byte_map else pieces
 
 

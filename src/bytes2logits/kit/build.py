@@ -59,8 +59,7 @@ def _mark_bodies(src: str, where: str) -> str:
 
 def object_source(lab: Lab, name: str, *, solution: bool) -> str:
     """Source of one object of the lab's reference module, with solution markers when ``solution``."""
-    mod = lab.reference_module()
-    value = getattr(mod, name)
+    value = lab.reference_object(name)
     if not (inspect.isclass(value) or inspect.isfunction(value)):
         return f"{name} = {ascii(value) if isinstance(value, str) else repr(value)}"
     src = inspect.getsource(value).rstrip()

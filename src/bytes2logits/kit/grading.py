@@ -76,7 +76,7 @@ def _notebook_session(path, lab):
     if key not in _NOTEBOOK_CACHE:
         nb = read_notebook(path)
         instructor_cells(nb, read_notebook(lab.source_notebook()))
-        given = {name: getattr(lab.reference_module(), name) for name in lab.given}
+        given = {name: lab.reference_object(name) for name in lab.given}
         sub = Submission(submission_cells(nb, lab)[0], given=given, label=Path(path).name)
         atexit.register(sub.close)
         impl = RemoteImplementation(sub, f"notebook {Path(path).name}", given)
@@ -84,7 +84,7 @@ def _notebook_session(path, lab):
 
         def reference():
             if "impl" not in box:
-                ref = Submission(module=lab.module, names=tuple(lab.exported_names()), given=given)
+                ref = Submission(module=lab.modules, names=tuple(lab.exported_names()), given=given)
                 atexit.register(ref.close)
                 box["impl"] = RemoteImplementation(ref, f"the reference {lab.module}", given)
             return box["impl"]

@@ -98,8 +98,8 @@ def scan_cells(lab: Lab, cells: list[tuple[int, str, str | None]]) -> list[Findi
                     elif alias.name in graded:
                         findings.append(Finding(graded[alias.name], index,
                                                 f"imports `{alias.name}` from the course's reference ({node.module})"))
-                    elif node.module == "bytes2logits":
-                        findings.append(Finding(own, index, f"imports the module bytes2logits.{alias.name}, "
+                    elif node.module == "bytes2logits" or f"{node.module}.{alias.name}" in lab.modules:
+                        findings.append(Finding(own, index, f"imports the module {node.module}.{alias.name}, "
                                                             "which holds the reference"))
             elif isinstance(node, ast.Import):
                 for alias in node.names:

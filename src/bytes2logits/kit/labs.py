@@ -39,6 +39,13 @@ class Lab:
     imports: tuple[str, ...] = ()
     given: tuple[str, ...] = ()
     extra_names: tuple[str, ...] = field(default=())
+    # More reference modules, searched after ``module`` for a name (a lab built from several engine stages).
+    also: tuple[str, ...] = ()
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """Every reference module of the lab, ``module`` first."""
+        return (self.module, *self.also)
 
     @property
     def number(self) -> str:
@@ -53,6 +60,14 @@ class Lab:
     def reference_module(self):
         return importlib.import_module(self.module)
 
+    def reference_object(self, name: str):
+        """The reference object ``name``: from ``module``, else from the first of ``also`` that defines it."""
+        for module in self.modules:
+            mod = importlib.import_module(module)
+            if hasattr(mod, name):
+                return getattr(mod, name)
+        raise AttributeError(f"{self.name}: no reference module ({', '.join(self.modules)}) defines {name!r}")
+
     def exported_names(self) -> list[str]:
         names = list(self.given) + list(self.extra_names)
         for t in self.tasks:
@@ -60,8 +75,7 @@ class Lab:
         return names
 
     def reference_namespace(self) -> dict:
-        mod = self.reference_module()
-        return {name: getattr(mod, name) for name in self.exported_names()}
+        return {name: self.reference_object(name) for name in self.exported_names()}
 
     def source_notebook(self, root: Path | None = None) -> Path:
         return (root or repo_root()) / "solutions" / self.name / f"{self.name}.ipynb"
@@ -222,6 +236,39 @@ LABS: dict[str, Lab] = {
                 Task("unpatchify", "Put the patches back", ("unpatchify",), 2),
                 Task("patch_embedding", "Project patches and add 2-D positions", ("PatchEmbedding",), 3),
                 Task("placeholders", "Expand <image> placeholders", ("expand_placeholders",), 2),
+            ),
+        ),
+        Lab(
+            name="lab11_tokenizer_json",
+            title="Lab 11 — pre-tokenizers and a tokenizer.json BPE loader",
+            chapter="course/11_pretokenizers_and_tokenizer_json.ipynb",
+            module="bytes2logits.engine.pretokenizers",
+            also=("bytes2logits.engine.tokenizer_json",),
+            imports=("from collections.abc import Mapping", "from typing import Any", "import regex",
+                     "from bytes2logits.errors import TokenizerError",
+                     "from bytes2logits.engine.models import BPE", "from bytes2logits.text import BYTE_TO_CHAR"),
+            given=("GPT2", "split", "Span", "_fail", "_obj", "_get", "_vocab_dict", "_ordered"),
+            tasks=(
+                Task("split_spans", "A Split step's five behaviors", ("split_spans",), 3),
+                Task("byte_level", "The ByteLevel pre-tokenizer", ("byte_level_map", "byte_level_pieces"), 3),
+                Task("bpe_loader", "A BPE model section that refuses what it cannot do",
+                     ("_merges", "bpe_from_spec"), 4),
+            ),
+        ),
+        Lab(
+            name="lab12_wordpiece_unigram",
+            title="Lab 12 — BERT's WordPiece and Unigram's Viterbi",
+            chapter="course/12_wordpiece_unigram_normalizers_decoders.ipynb",
+            module="bytes2logits.engine.models",
+            also=("bytes2logits.engine.normalizers", "bytes2logits.engine.pretokenizers"),
+            imports=("import unicodedata", "from collections.abc import Mapping",
+                     "from bytes2logits.errors import TokenizerError"),
+            given=("Token", "Model", "is_bert_control", "is_bert_whitespace", "is_chinese_char", "is_white_space",
+                   "is_bert_punctuation"),
+            tasks=(
+                Task("bert", "BERT's normalizer and pre-tokenizer", ("bert_normalize", "bert_words"), 3),
+                Task("wordpiece", "WordPiece: longest match first", ("WordPiece",), 3),
+                Task("viterbi", "Unigram: the best segmentation, and its tie rule", ("viterbi",), 4),
             ),
         ),
     ]

@@ -110,7 +110,7 @@ class Submission:
     objects (how the reference runs through the same path for calibration).
     """
 
-    def __init__(self, cells=None, *, module: str | None = None, names: tuple[str, ...] = (),
+    def __init__(self, cells=None, *, module: str | tuple[str, ...] | None = None, names: tuple[str, ...] = (),
                  scratch: Path | None = None, limits: sandbox.Limits = _DEFAULT_LIMITS,
                  call_seconds: float = CALL_SECONDS, cell_seconds: float = CELL_SECONDS, label: str = "submission",
                  given: dict | None = None):

@@ -78,7 +78,7 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
     instructor_cells(nb, read_notebook(lab.source_notebook()))
     run, written = submission_cells(nb, lab)
     findings = integrity.scan_cells(lab, written) if check_reference_use else []
-    given = {name: getattr(lab.reference_module(), name) for name in lab.given}
+    given = {name: lab.reference_object(name) for name in lab.given}
     results: list[TaskResult] = []
     with tempfile.TemporaryDirectory(prefix="b2l-grade-") as tmp:
         scratch = Path(tmp) / "scratch"
@@ -93,7 +93,7 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
                 names = tuple(lab.exported_names())
                 ref_scratch = Path(tmp) / "reference"
                 ref_scratch.mkdir(exist_ok=True)
-                ref_box["sub"] = Submission(module=lab.module, names=names, scratch=ref_scratch,
+                ref_box["sub"] = Submission(module=lab.modules, names=names, scratch=ref_scratch,
                                             call_seconds=call_seconds or CALL_SECONDS, given=given,
                                             label="the reference")
                 ref_box["impl"] = RemoteImplementation(ref_box["sub"], f"the reference {lab.module}", given)

@@ -99,12 +99,13 @@ class Worker:
         return statuses
 
     def load_module(self, module, names):
-        """The reference as the implementation (the calibration worker): ``names`` of ``module``."""
+        """The reference as the implementation (the calibration worker): ``names`` of ``module``, or of the
+        first of several modules (a list) that defines each."""
         import importlib
 
-        mod = importlib.import_module(module)
+        mods = [importlib.import_module(m) for m in ([module] if isinstance(module, str) else module)]
         for name in names:
-            self.ns[name] = getattr(mod, name)
+            self.ns[name] = next(getattr(m, name) for m in mods if hasattr(m, name))
         return len(names)
 
     # ---------------------------------------------------------------------------------------- namespace

@@ -71,9 +71,11 @@ class ByteLevelDecoder(Decoder):
 
 class ByteFallback(Decoder):
     """Runs of ``<0xXX>`` tokens become the text of their bytes; if the run is not valid UTF-8, one U+FFFD
-    per byte (what ``tokenizers`` writes)."""
+    per byte (what ``tokenizers`` writes).
 
-    per_token = False
+    A stream can still emit at every token that is not a byte token: it holds byte tokens back until the
+    run ends, so a run is never split between two batches (see :class:`StreamDecoder`).
+    """
 
     def decode_chain(self, tokens: list[str], first: bool = True) -> list[str]:
         """Byte runs joined into text; other tokens unchanged."""

@@ -209,9 +209,11 @@ class Tokenizer:
         """
         import json
 
+        from .tokenizer_json import serde_json_float
+
         path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+        try:  # numbers are read as HF reads them (see serde_json_float): Unigram ties then break the same way
+            data = json.loads(path.read_text(encoding="utf-8"), parse_float=serde_json_float)
         except json.JSONDecodeError as e:
             raise TokenizerError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
         cfg_path = Path(config) if config is not None else path.with_name("tokenizer_config.json")
@@ -224,7 +226,11 @@ class Tokenizer:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, config: Mapping[str, Any] | None = None) -> Tokenizer:
-        """Build from a parsed tokenizer.json (and optionally a parsed tokenizer_config.json)."""
+        """Build from a parsed tokenizer.json (and optionally a parsed tokenizer_config.json).
+
+        Numbers are used as given; :meth:`from_file` parses them as Hugging Face does
+        (:func:`~bytes2logits.engine.tokenizer_json.serde_json_float`), which matters for Unigram ties.
+        """
         from .tokenizer_json import load_components
 
         c = load_components(data)

@@ -37,6 +37,7 @@ in id order), ``unk_id``, ``byte_fallback``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,9 +48,65 @@ from . import normalizers as norm
 from . import pretokenizers as pre
 from .models import BPE, Model, Unigram, WordPiece
 
-__all__ = ["Components", "load_components", "normalizer_from_spec", "pre_tokenizer_from_spec",
+__all__ = ["Components", "load_components", "serde_json_float", "normalizer_from_spec", "pre_tokenizer_from_spec",
            "model_from_spec", "bpe_from_spec", "wordpiece_from_spec", "unigram_from_spec", "decoder_from_spec",
            "post_processor_from_spec", "check_added_tokens"]
+
+
+_POW10 = [float(f"1e{i}") for i in range(309)]
+_U64 = 2**64 - 1
+_NUMBER = re.compile(r"(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?")
+
+
+def serde_json_float(literal: str) -> float:
+    """A JSON number read the way Hugging Face ``tokenizers`` reads it (Rust's ``serde_json``), not correctly
+    rounded.
+
+    ``serde_json`` collects the digits into a 64-bit integer (ignoring the digits that do not fit), converts
+    it to a float, then multiplies or divides by a power of ten: two roundings, so the result can be one
+    unit in the last place away from Python's ``float(literal)``. For most settings that never matters. For
+    a Unigram model it does: two segmentations whose scores tie exactly in one reading can differ by an ulp
+    in the other, and the tie rule then picks a different one. Reading scores this way gives HF's ids.
+
+    >>> float("-10.654038311011167"), serde_json_float("-10.654038311011167")
+    (-10.654038311011167, -10.654038311011169)
+    """
+    m = _NUMBER.fullmatch(literal)
+    if m is None:
+        raise ValueError(f"not a JSON number: {literal!r}")
+    neg, int_part, frac, exp = m.group(1), m.group(2), m.group(3) or "", m.group(4)
+    significand, exponent, overflowed = 0, 0, False
+    for ch in int_part:
+        if overflowed:  # digits that no longer fit only scale the number
+            exponent += 1
+            continue
+        d = ord(ch) - 48
+        if significand * 10 + d > _U64:
+            overflowed = True
+            exponent += 1
+            continue
+        significand = significand * 10 + d
+    for ch in frac:
+        d = ord(ch) - 48
+        if significand * 10 + d > _U64:
+            break  # the remaining decimals are ignored
+        significand = significand * 10 + d
+        exponent -= 1
+    if exp is not None:
+        exponent += int(exp)
+    f = float(significand)
+    while True:
+        k = abs(exponent)
+        if k < len(_POW10):
+            f = f * _POW10[k] if exponent >= 0 else f / _POW10[k]
+            break
+        if f == 0.0:
+            break
+        if exponent >= 0:
+            raise ValueError(f"JSON number out of range: {literal!r}")
+        f /= 1e308
+        exponent += 308
+    return -f if neg else f
 
 
 @dataclass

@@ -4,7 +4,8 @@
 The ratios compare this project with a peer measured in the same run on the same machine (llama.cpp via
 llama-cpp-python, gguf-py); absolute speeds differ between machines, ratios much less. Targets (issue 3):
 prefill >= 2.5x llama.cpp, decode >= 0.5x llama.cpp, dequantization faster than gguf-py; (issue 4) BPE
-training <= 3x the time of HF tokenizers' trainer, encoding >= 0.5x tiktoken's throughput.
+training <= 3x the time of HF tokenizers' trainer, encoding >= 0.5x tiktoken's throughput; (issue 12)
+tokenizer.json encoding against HF tokenizers on the same file: BPE >= 1.0x, WordPiece >= 0.5x, Unigram >= 0.25x.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ def main() -> int:
     import bench_dequant
     import bench_engine
     import bench_grading
+    import bench_tokenizer_json
 
     print("== dequantization: bytes2logits.engine.quants vs gguf-py ==")
     dq = bench_dequant.main(["--repeats", "3"])
@@ -29,6 +31,9 @@ def main() -> int:
     print()
     print("== BPE: train_bpe vs HF tokenizers, encode vs tiktoken ==")
     bpe = bench_bpe.main([])
+    print()
+    print("== tokenizer.json: Tokenizer.from_file vs HF tokenizers (same file, single thread) ==")
+    tj = bench_tokenizer_json.main([])
     print()
     print("== grading: a call through the sandboxed worker vs in-process ==")
     grading = bench_grading.main([])
@@ -40,6 +45,9 @@ def main() -> int:
         "dequant_vs_gguf_py": dq["ratio_dequant_vs_gguf_py"],
         "train_bpe_vs_hf": bpe.get("ratio_train_bpe_vs_hf"),
         "encode_vs_tiktoken": bpe.get("ratio_encode_vs_tiktoken"),
+        "encode_vs_hf_bpe": tj.get("ratio_encode_vs_hf_bpe"),
+        "encode_vs_hf_wordpiece": tj.get("ratio_encode_vs_hf_wordpiece"),
+        "encode_vs_hf_unigram": tj.get("ratio_encode_vs_hf_unigram"),
         "proxy_call_vs_inprocess": grading.get("ratio_proxy_call_vs_inprocess"),
     }
     for name, value in ratios.items():

@@ -46,6 +46,15 @@ class Model:
         """The ids of ``piece``."""
         return [i for i, _, _ in self.tokenize_spans(piece)]
 
+    def __repr__(self) -> str:
+        """The model's name and its settings (tables by size)."""
+        parts = []
+        for k, v in vars(self).items():
+            if k.startswith("_"):
+                continue
+            parts.append(f"{k}=<{len(v)} entries>" if isinstance(v, (dict, list, tuple)) else f"{k}={v!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
 
 # ---------------------------------------------------------------------- BPE with ranked merges
 

@@ -116,7 +116,7 @@ _FAMILIES = {
 #: ids (or is SmolLM2's), except the aliases, which llama.cpp maps to the same expressions.
 _NAMES = {
     "default": "default",
-    "gpt-2": "gpt2", "mpt": "gpt2", "olmo": "gpt2", "phi-2": "gpt2",
+    "gpt-2": "gpt2", "gpt2": "gpt2", "mpt": "gpt2", "olmo": "gpt2", "phi-2": "gpt2",
     "llama3": "llama3", "llama-v3": "llama3", "llama-bpe": "llama3", "falcon3": "llama3",
     "qwen2": "qwen2", "stablelm2": "qwen2", "deepseek-r1-qwen": "qwen2", "megrez": "qwen2",
     "qwen35": "qwen35",
@@ -431,6 +431,12 @@ class ByteLevel(PreTokenizerStep):
         other = ByteLevel(self.add_prefix_space, self.use_regex, self.trim_offsets)
         other._map = False
         return other
+
+    def __repr__(self) -> str:
+        """The settings, and ``byte_map=False`` when a tokenizer took the byte map over (it maps on cache misses)."""
+        extra = "" if self._map else ", byte_map=False"
+        return (f"ByteLevel(add_prefix_space={self.add_prefix_space!r}, use_regex={self.use_regex!r}, "
+                f"trim_offsets={self.trim_offsets!r}{extra})")
 
     def split(self, text: str, first: bool = True) -> list[str]:
         """The pieces (in the byte alphabet unless the map was split off): :func:`byte_level_pieces`."""

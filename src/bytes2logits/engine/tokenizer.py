@@ -103,6 +103,8 @@ _FIM_REP = ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>
 _FIM_SEP = ("<|file_sep|>",)
 
 _MISSING = object()
+#: files larger than this (bytes) get a progress bar from ``encode_file`` unless ``progress=False``
+PROGRESS_BYTES = 10_000_000
 
 
 def _numeric_list(value, key: str, kinds: str) -> list:
@@ -613,7 +615,7 @@ class Tokenizer:
         path = Path(path)
         size = path.stat().st_size
         bar = None
-        if progress or (progress is None and size > 10_000_000):
+        if progress or (progress is None and size > PROGRESS_BYTES):
             from tqdm.auto import tqdm
 
             bar = tqdm(total=size, unit="B", unit_scale=True, desc=f"encode {path.name}")

@@ -2,8 +2,9 @@
 
 For every file and text: the ids, the character offsets and the decoded text equal HF's, the fast path
 (no offsets) gives the same ids as the offsets path, and a streaming decode concatenates to ``decode``.
-The files: Qwen3, BERT (all-MiniLM-L6-v2) and a Unigram model (mon-tokenizer) as their packages ship them;
-GPT-2 and SmolLM2 as HF itself writes them from their pinned vocabularies (tools/make_tokenizer_json.py).
+The files: Qwen3, BERT (all-MiniLM-L6-v2), a Unigram model (mon-tokenizer) and Llama 2 (wordllama) as
+their packages ship them; GPT-2 and SmolLM2 as HF itself writes them from their pinned vocabularies
+(tools/make_tokenizer_json.py).
 """
 
 from __future__ import annotations

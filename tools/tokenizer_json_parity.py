@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The tokenizer.json parity table of the README: ``Tokenizer.from_file`` against Hugging Face ``tokenizers``.
 
-For each real file (Qwen3, GPT-2, SmolLM2, BERT, a Unigram model) and each kind of text (UDHR in every
+For each real file (Qwen3, GPT-2, SmolLM2, BERT, a Unigram model, Llama 2) and each kind of text (UDHR in every
 language of the ``udhr-samples`` asset, Botchan lines, Wikipedia, Python source, edge cases), counts the
 texts whose ids, character offsets and decoded text equal HF's, with special-token text treated as text
 (the engine's default; HF with ``encode_special_tokens=True``). ``tests/test_tokenizer_json.py`` uses the
@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 FILES = {"qwen3": "Qwen3 (byte-level BPE, NFC)", "gpt2": "GPT-2 (byte-level BPE)",
          "smollm2": "SmolLM2 (byte-level BPE, digits)", "bert": "BERT all-MiniLM-L6-v2 (WordPiece)",
-         "unigram-mon": "mon-tokenizer (Unigram, byte fallback)"}
+         "unigram-mon": "mon-tokenizer (Unigram, byte fallback)",
+         "llama2": "Llama 2 (SentencePiece-style BPE, byte fallback)"}
 
 
 def path(name: str) -> Path:
@@ -41,6 +42,8 @@ def path(name: str) -> Path:
         return assets.path("bert-wordpiece")
     if name == "unigram-mon":
         return assets.path("unigram-mon")
+    if name == "llama2":
+        return assets.path("llama2-tokenizer")
     import make_tokenizer_json
 
     return make_tokenizer_json.ensure(name)

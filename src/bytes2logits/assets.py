@@ -182,6 +182,19 @@ ASSETS: dict[str, Asset] = {
             main="mon_tokenizer.json",
         ),
         Asset(
+            name="llama2-tokenizer",
+            description="Llama 2's tokenizer.json (SentencePiece BPE as HF writes it: Prepend/Replace normalizer, "
+                        "byte fallback), 32 000 tokens, shipped by wordllama",
+            requirement="wordllama==0.4.0.post1",
+            archive="wordllama-0.4.0.post1-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+            archive_sha256="42c2c88907ace0b0681ac6f9092d6a300a6409a5d2d61071a3fb5e7159370c97",
+            prefix="wordllama/tokenizers/",
+            files={"l2_supercat_tokenizer_config.json": ""},  # sha256 from _PINNED below
+            main="l2_supercat_tokenizer_config.json",
+            pip_args=("--platform", "manylinux2014_x86_64", "--python-version", "3.11",
+                      "--implementation", "cp", "--abi", "cp311"),
+        ),
+        Asset(
             name="sentencepiece-models",
             description="sentencepiece's test .model files: Unigram (Botchan 1 000, Kyoto Japanese 8 000), BPE 1 000",
             requirement="sentencepiece==0.2.3",
@@ -224,6 +237,9 @@ _PINNED: dict[str, dict[str, str]] = {
         "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
     },
     "unigram-mon": {"mon_tokenizer.json": "34d181532eee7e6754bfbad693753ee4660bdda00eb36a2ccc7cd2f372c71282"},
+    "llama2-tokenizer": {
+        "l2_supercat_tokenizer_config.json": "93248f2a9ec36c7b35f700a033d5f36228aae48db61aee31007fa49062cdeb68",
+    },
     "sentencepiece-models": {
         "botchan_en_bpe_1000.model": "c8636a43e913dad9d5eb5d2eee2077706a55589fd2d6caf1e7ee4a7d03e4360a",
         "botchan_en_unigram_1000.model": "f8c7e5e0fa9e948783d20ea9dccf0e2611f567bc1a4e468a658becd5015f458e",

@@ -55,7 +55,7 @@ class Decoder:
 
     def __repr__(self) -> str:
         """The class name and its settings, as in ``tokenizer.json``."""
-        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_") and k != "per_token")
         return f"{type(self).__name__}({fields})"
 
 

@@ -321,7 +321,7 @@ def viterbi(text: str, scores: Mapping[str, float], max_len: int, unk_score: flo
 
     Ties: scanning start positions from left to right and keeping a new best only when it is strictly
     better means that, among paths with equal totals, the one whose last piece starts earliest wins (the
-    rule of sentencepiece and ``tokenizers``). The seed's example: with ``▁`` = ``a`` = -1 and ``aa`` = -2,
+    rule of sentencepiece and ``tokenizers``). For example, with ``▁`` = ``a`` = -1 and ``aa`` = -2,
     ``▁aaa`` has three best paths of total -4, and the rule picks ``▁ a aa``:
 
     >>> t = "▁aaa"

@@ -31,10 +31,11 @@ from collections.abc import Sequence as SequenceABC
 
 import regex
 
+from .pretokenizers import is_white_space
+
 __all__ = [
     "Normalizer", "NFC", "NFD", "NFKC", "NFKD", "Lowercase", "BertNormalizer", "Prepend", "Replace",
     "StripAccents", "NormalizerSequence", "LlamaCppBert", "apply_changes", "bert_normalize", "is_bert_control",
-    "is_bert_whitespace",
     "is_chinese_char",
 ]
 
@@ -303,11 +304,6 @@ class Replace(Normalizer):
 
 # ---------------------------------------------------------------------- BERT
 
-def is_bert_whitespace(ch: str) -> bool:
-    """BERT's whitespace: tab, newline, carriage return, or a Unicode ``White_Space`` character."""
-    return ch.isspace() and ch not in "\x1c\x1d\x1e\x1f"  # Unicode White_Space (tab, LF and CR are in it)
-
-
 def is_bert_control(ch: str) -> bool:
     """BERT's control characters (removed by ``clean_text``): categories Cc, Cf and Co, except tab, newline
     and CR. Unassigned code points (Cn) are kept, as ``tokenizers`` keeps them."""
@@ -317,7 +313,8 @@ def is_bert_control(ch: str) -> bool:
 
 
 def is_chinese_char(cp: int) -> bool:
-    """The CJK ideograph blocks BERT pads with spaces (``handle_chinese_chars``)."""
+    """The CJK ideograph blocks that ``handle_chinese_chars`` pads with spaces: Hugging Face's list (Google's
+    original BERT code also pads U+2B820..U+2B91F; neither pads CJK Extension F or G, nor U+3007 〇)."""
     return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
             or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B920 <= cp <= 0x2CEAF
             or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
@@ -328,7 +325,7 @@ def bert_normalize(text: str, clean_text: bool = True, handle_chinese_chars: boo
     """BERT's normalizer on one text, its four steps in order.
 
     1. ``clean_text``: drop NUL, U+FFFD and control characters (:func:`is_bert_control`); every whitespace
-       character (:func:`is_bert_whitespace`) becomes ``" "``;
+       character (:func:`~bytes2logits.engine.pretokenizers.is_white_space`: Unicode ``White_Space``) becomes ``" "``;
     2. ``handle_chinese_chars``: put a space on each side of every CJK ideograph (:func:`is_chinese_char`);
     3. ``strip_accents`` (``None`` means: the same as ``lowercase``): NFD, then drop the nonspacing marks
        (category ``Mn``), so ``"é"`` becomes ``"e"``;
@@ -343,7 +340,7 @@ def bert_normalize(text: str, clean_text: bool = True, handle_chinese_chars: boo
             if clean_text:
                 if ch == "\0" or ch == "\ufffd" or is_bert_control(ch):
                     continue
-                if is_bert_whitespace(ch):
+                if is_white_space(ch):
                     ch = " "
             if handle_chinese_chars and is_chinese_char(ord(ch)):
                 ch = " " + ch + " "
@@ -385,7 +382,7 @@ class BertNormalizer(Normalizer):
         """``clean_text`` for one character: removed (``""``), a space, or itself."""
         if ch == "\0" or ch == "\ufffd" or is_bert_control(ch):
             return ""
-        return " " if is_bert_whitespace(ch) else ch
+        return " " if is_white_space(ch) else ch
 
     def normalize(self, text: str) -> str:
         """The normalized text: :func:`bert_normalize`."""

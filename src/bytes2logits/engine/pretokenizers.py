@@ -155,12 +155,13 @@ def get_pre_tokenizer(pre: str | None) -> PreTokenizer:
 
 
 def split(text: str, patterns) -> list[str]:
-    """Cut ``text`` into pieces with a list of compiled expressions (see the module docstring).
+    """Cut ``text`` into pieces with a list of compiled expressions, the way llama.cpp applies them.
 
-    Each expression refines the fragments left by the previous one: matched stretches and the stretches
-    between matches both become fragments, so ``"".join(split(text, ps)) == text`` always holds.
+    Start with the whole text as one fragment; each expression in turn cuts every fragment into the
+    stretches it matches *and the stretches between matches*, so a later expression only refines the cuts
+    of the earlier ones and ``"".join(split(text, ps)) == text`` always holds.
 
-    >>> split("Hello world 2024!", PRE_TOKENIZERS["starcoder"].compiled)
+    >>> split("Hello world 2024!", [regex.compile(r"\\p{N}"), regex.compile(GPT2)])
     ['Hello', ' world', ' ', '2', '0', '2', '4', '!']
     """
     fragments = [text] if text else []

@@ -729,16 +729,7 @@ class Tokenizer:
         """
         if self._decoder is not None:
             return self.decode(ids, skip_special).encode("utf-8")
-        if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
-            raise TypeError(f"decode takes a sequence of token ids, not {type(ids).__name__} "
-                            f"(for one id write [{ids!r}])")
-        parts = []
-        for pos, value in enumerate(ids):
-            i = self._check_id(value, pos)
-            if skip_special and self._types[i] in (TokenType.CONTROL, TokenType.UNKNOWN):
-                continue
-            parts.append(self._piece(i))
-        return b"".join(parts)
+        return b"".join(map(self._piece, self._kept_ids(ids, skip_special)))
 
     def decode(self, ids, skip_special: bool = False) -> str:
         """Decode ids to text; each invalid UTF-8 stretch becomes U+FFFD.
@@ -753,16 +744,28 @@ class Tokenizer:
         return "".join(self._decoder.decode_chain(self._token_texts(ids, skip_special)))
 
     def _token_texts(self, ids, skip_special: bool) -> list[str]:
-        """The vocabulary entries of ``ids`` (validated), without special ones if asked."""
+        """The vocabulary entries of ``ids``, without special ones if asked."""
+        tokens = self._tokens
+        return [tokens[i] for i in self._kept_ids(ids, skip_special)]
+
+    def _kept_ids(self, ids, skip_special: bool) -> list[int]:
+        """``ids`` validated (an error names the bad id and its position), without special ones if asked."""
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
             raise TypeError(f"decode takes a sequence of token ids, not {type(ids).__name__} "
                             f"(for one id write [{ids!r}])")
         out = []
+        types = self._types
         for pos, value in enumerate(ids):
             i = self._check_id(value, pos)
-            if not (skip_special and self._types[i] in (TokenType.CONTROL, TokenType.UNKNOWN)):
-                out.append(self._tokens[i])
+            if not (skip_special and types[i] in (TokenType.CONTROL, TokenType.UNKNOWN)):
+                out.append(i)
         return out
+
+    @property
+    def decoder(self) -> Decoder | None:
+        """The tokenizer.json decoder chain, or ``None`` when every token decodes to bytes on its own
+        (GGUF vocabularies, and tokenizer.json files whose decoder is ByteLevel alone)."""
+        return self._decoder
 
     def stream(self, skip_special: bool = False) -> StreamDecoder:
         """A streaming decoder: ``step(id)`` returns the new text, ``flush()`` the rest; the chunks always

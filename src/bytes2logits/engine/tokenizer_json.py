@@ -273,7 +273,11 @@ def _vocab_dict(spec: Mapping[str, Any], path: str) -> dict[str, int]:
 
 
 def _merges(spec: Mapping[str, Any], path: str, vocab: Mapping[str, int]) -> tuple[dict[str, int], str]:
-    """The rank table (keyed ``left + sep + right``) and the separator (a space unless a token holds one)."""
+    """The rank table (keyed ``left + sep + right``) and the separator (a space unless a token holds one).
+
+    A merge listed twice keeps its *later* rank, as Hugging Face ``tokenizers`` does (it fills a hash map in
+    order); llama.cpp, reading the same list from a GGUF file, keeps the first.
+    """
     merges = _get(spec, "merges", path, list, [])
     pairs: list[tuple[str, str]] = []
     for k, m in enumerate(merges):
@@ -294,7 +298,7 @@ def _merges(spec: Mapping[str, Any], path: str, vocab: Mapping[str, int]) -> tup
         if a not in vocab or b not in vocab or a + b not in vocab:
             missing = next(x for x in (a, b, a + b) if x not in vocab)
             _fail(f"{path}.merges[{k}]", f"= {a!r} + {b!r}: {missing!r} is not in {path}.vocab")
-        ranks.setdefault(a + sep + b, k)  # the first of two equal rules wins
+        ranks[a + sep + b] = k  # a rule listed twice keeps its later rank, as in tokenizers
     return ranks, sep
 
 

@@ -263,7 +263,7 @@ LABS: dict[str, Lab] = {
             also=("bytes2logits.engine.normalizers", "bytes2logits.engine.pretokenizers"),
             imports=("import unicodedata", "from collections.abc import Mapping",
                      "from bytes2logits.errors import TokenizerError"),
-            given=("Token", "Model", "is_bert_control", "is_bert_whitespace", "is_chinese_char", "is_white_space",
+            given=("Token", "Model", "is_bert_control", "is_chinese_char", "is_white_space",
                    "is_bert_punctuation"),
             tasks=(
                 Task("bert", "BERT's normalizer and pre-tokenizer", ("bert_normalize", "bert_words"), 3),

@@ -48,17 +48,29 @@ def expected(text, scores, max_len):
     return min(winners, key=lambda p: [s for s, _ in reversed(p)])
 
 
+def total(text, spans, scores):
+    """The score of a segmentation (unknown edges count UNK)."""
+    out = 0.0
+    for s, e in spans:
+        out += scores.get(text[s:e], UNK)
+    return out
+
+
 def check(impl, text, scores, max_len):
     got = impl.viterbi(text, scores, max_len, UNK)
     assert type(got) is list and all(type(s) is tuple for s in got), "viterbi returns a list of (start, end)"
-    assert got == expected(text, scores, max_len), (text, scores)
+    covers = not got or (got[0][0] == 0 and got[-1][1] == len(text) and all(a[1] == b[0] for a, b in zip(got, got[1:])))
+    assert covers and bool(got) == bool(text), "the spans must cover the text, each starting where the last one ended"
+    want = expected(text, scores, max_len)
+    assert total(text, got, scores) == total(text, want, scores), "a segmentation, but not one with the highest total"
+    assert got == want, "a best total, but among equal totals the last piece must start earliest (then the one before)"
 
 
-def test_seed_example(impl):
+def test_worked_example(impl):
     """▁aaa with ▁ = a = -1 and aa = -2: three segmentations total -4; the rule picks ▁ a aa."""
     t = "▁aaa"
     got = impl.viterbi(t, {"▁": -1.0, "a": -1.0, "aa": -2.0}, 2, UNK)
-    assert [t[s:e] for s, e in got] == ["▁", "a", "aa"]
+    assert [t[s:e] for s, e in got] == ["▁", "a", "aa"], "three paths total -4: the last piece must start earliest"
 
 
 def test_adversarial_ties(impl):
@@ -112,7 +124,7 @@ def test_real_unigram_equals_hf(impl, mon):
         if any(t.startswith("<0x") for t in theirs):
             continue  # byte fallback: the model's job after viterbi, not viterbi's
         spans = impl.viterbi(w, scores, max_len, min_score - 10.0)
-        assert [w[s:e] for s, e in spans] == theirs, w
+        assert [w[s:e] for s, e in spans] == theirs, f"the real model segments {w!r} differently from Hugging Face"
 
 
 def test_speed(impl, reference):

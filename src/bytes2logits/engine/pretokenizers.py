@@ -15,8 +15,8 @@ The expressions use the third-party ``regex`` module, which understands Unicode 
 ``\\p{L}`` (any letter), ``\\p{N}`` (any number) and ``\\p{P}`` (punctuation), and whose ``\\s`` is exactly
 the Unicode ``White_Space`` set. Where a tokenizer.json pattern uses a case-insensitive group
 ``(?i:'s|'t|...)``, the table spells it out as ``'[sS]|'[tT]|...`` (llama.cpp's rewrite; the meaning is
-the same). ECMAScript's ``$`` (end of the fragment) is written ``\\Z`` here, because Python's ``$`` would
-also match before a final newline.
+the same except for one letter: ``(?i)`` also matches U+017F LONG S in ``'ſ``). ECMAScript's ``$`` (end of the
+fragment) is written ``\\Z`` here, because Python's ``$`` would also match before a final newline.
 """
 
 from __future__ import annotations

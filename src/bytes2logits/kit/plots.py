@@ -1,4 +1,4 @@
-"""Plotting helpers for the chapters, so that chapter cells show what is plotted, not how.
+"""Plotting and display helpers for the chapters, so that chapter cells show what is computed, not how.
 
 Each function draws one kind of figure with matplotlib and returns the ``Figure`` (a chapter cell ends
 with it or calls ``plt.show()``). They import matplotlib inside the function: importing the kit must not
@@ -34,24 +34,25 @@ def piece_strips(rows, *, title: str | None = None):
 
     ``rows`` maps a label (the rule's name) to its list of pieces; the pieces of every row should join to
     the same text. Boxes alternate in colour so that neighbouring pieces stand apart; spaces are drawn as
-    ``·`` and newlines as ``↵``.
+    ``·`` and newlines as ``↵``. A box is as wide as the characters drawn in it, so a combining mark, drawn
+    on ``◌``, takes two places: its label never spills out of its box, and the rows stay aligned.
     """
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
     labels = list(rows)
-    width = max((sum(len(p) for p in pieces) for pieces in rows.values()), default=1)
+    width = max((sum(len(_visible(p)) for p in pieces) for pieces in rows.values()), default=1)
     fig, ax = plt.subplots(figsize=(1.6 + 0.2 * width, 0.5 + 0.45 * len(labels)))
     colours = ("#bfdbfe", "#fde68a")
     for r, label in enumerate(labels):
         y = len(labels) - 1 - r
         x = 0
         for k, piece in enumerate(rows[label]):
-            ax.add_patch(Rectangle((x, y + 0.12), len(piece), 0.76, facecolor=colours[k % 2], edgecolor="white"))
-            ax.text(x + len(piece) / 2, y + 0.5, _visible(piece), ha="center", va="center", family="monospace",
-                    fontsize=10)
-            x += len(piece)
-    ax.set_xlim(0, width + 0.6)  # room for a lone combining mark drawn on ◌ at the end
+            drawn = _visible(piece)
+            ax.add_patch(Rectangle((x, y + 0.12), len(drawn), 0.76, facecolor=colours[k % 2], edgecolor="white"))
+            ax.text(x + len(drawn) / 2, y + 0.5, drawn, ha="center", va="center", family="monospace", fontsize=10)
+            x += len(drawn)
+    ax.set_xlim(-0.2, width + 0.2)
     ax.set_ylim(0, len(labels))
     ax.set_yticks([len(labels) - 1 - r + 0.5 for r in range(len(labels))], labels)
     ax.set_xticks([])
@@ -114,7 +115,38 @@ def merge_curves(x, series, *, xlabel: str, ylabel: str, title: str | None = Non
     return fig
 
 
-__all__ += ["piece_strips", "grouped_bars", "merge_curves"]
+def regex_alternatives(pattern: str) -> list[str]:
+    r"""The top-level alternatives of a regular expression: ``pattern`` split at each ``|`` that is outside
+    a character class ``[...]`` and outside a group ``(...)``; an escaped character (``\|``) stays as it is.
+
+    Chapter 11 reads a pre-tokenizer's rule one alternative at a time with it.
+
+    >>> regex_alternatives(r"'(?i:[sdmt]|ll)|[^|\s]+|\||\s+")
+    ["'(?i:[sdmt]|ll)", '[^|\\s]+', '\\|', '\\s+']
+    """
+    parts, current, depth, in_class, i = [], "", 0, False, 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":  # an escape: keep the next character with it
+            current += pattern[i:i + 2]
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch in "()":
+            depth += 1 if ch == "(" else -1
+        elif ch == "|" and depth == 0:
+            parts.append(current)
+            current, i = "", i + 1
+            continue
+        current += ch
+        i += 1
+    return parts + [current]
+
+
+__all__ += ["piece_strips", "grouped_bars", "merge_curves", "regex_alternatives"]
 
 # ---------------------------------------------------------------------- chapter 12
 

@@ -181,9 +181,9 @@ def train_bpe(
 
     * ``pattern``: the pre-tokenizer's expression instead of ``\\S+|\\s+``, e.g. GPT-2's
       (:data:`bytes2logits.engine.pretokenizers.GPT2`), so that merges never cross its pieces;
-    * ``tie_break="largest"``: a tie goes to the lexicographically *largest* pair instead (a rule some
-      published course references use). Any fixed rule gives a deterministic trainer; they differ only in
-      which of the equally frequent pairs comes first.
+    * ``tie_break="largest"``: a tie goes to the lexicographically *largest* pair instead (subword-nmt's
+      ``learn_bpe.py`` picks ``max(stats, key=lambda x: (stats[x], x))``). Any fixed rule gives a deterministic
+      trainer; they differ only in which of the equally frequent pairs comes first.
 
     **Why it is fast.** A naive trainer recounts every pair of every word after each merge. Here a merge
     only touches the words that contain the merged pair:

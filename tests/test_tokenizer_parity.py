@@ -13,6 +13,7 @@ with transformers) built from the same GGUF vocabulary and merges with SmolLM2's
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,8 @@ from bytes2logits.engine.gguf import GGUFReader
 from bytes2logits.engine.tokenizer import SUPPORTED_MODELS, Tokenizer
 from bytes2logits.errors import TokenizerError
 
-SEP = "\n__ggml_vocab_test__\n"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from make_tokenizer_json import llama_cpp_cases  # noqa: E402  (the reader of llama.cpp's .inp/.out files)
 
 try:
     MODELS = Path(assets.path("llama-cpp-models"))
@@ -35,20 +37,7 @@ ROWS: list[tuple[str, str, str, str, str]] = []
 
 def read_fixture(path: Path) -> list[tuple[str, list[int]]]:
     """The (input, expected ids) pairs of a vocab file, read the way test-tokenizer-0 reads them."""
-    raw = Path(str(path) + ".inp").read_text(encoding="utf-8")
-    inputs = []
-    pos = 0
-    while pos < len(raw):  # a trailing separator does not start another input
-        nxt = raw.find(SEP, pos)
-        if nxt < 0:
-            inputs.append(raw[pos:])
-            break
-        inputs.append(raw[pos:nxt])
-        pos = nxt + len(SEP)
-    lines = Path(str(path) + ".out").read_text(encoding="utf-8").split("\n")
-    outputs = [[int(x) for x in line.split()] for line in lines[:len(inputs)]]
-    assert len(outputs) == len(inputs), f"{path.name}: {len(inputs)} inputs but {len(outputs)} outputs"
-    return list(zip(inputs, outputs))
+    return llama_cpp_cases(path)
 
 
 @pytest.fixture(scope="module", autouse=True)

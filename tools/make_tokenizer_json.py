@@ -223,10 +223,10 @@ def _botchan_lines() -> list[str]:
     return assets.path("botchan").read_text(encoding="utf-8").splitlines()
 
 
-def _llama_cpp_cases(vocab: str) -> list[tuple[str, list[int]]]:
-    """llama.cpp's (input, expected ids) pairs for ``ggml-vocab-<vocab>.gguf``, read as its test-tokenizer-0 does."""
-    base = assets.path("llama-cpp-models") / f"ggml-vocab-{vocab}.gguf"
-    raw = Path(f"{base}.inp").read_text(encoding="utf-8")
+def llama_cpp_cases(path: str | os.PathLike) -> list[tuple[str, list[int]]]:
+    """llama.cpp's (input, expected ids) pairs for a vocab-only GGUF ``path``, read from ``path.inp`` and
+    ``path.out`` as its test-tokenizer-0 reads them (``tests/test_tokenizer_parity.py`` uses this too)."""
+    raw = Path(f"{path}.inp").read_text(encoding="utf-8")
     sep = "\n__ggml_vocab_test__\n"
     inputs, pos = [], 0
     while pos < len(raw):  # a trailing separator does not start another input
@@ -236,8 +236,15 @@ def _llama_cpp_cases(vocab: str) -> list[tuple[str, list[int]]]:
             break
         inputs.append(raw[pos:nxt])
         pos = nxt + len(sep)
-    lines = Path(f"{base}.out").read_text(encoding="utf-8").split("\n")
+    lines = Path(f"{path}.out").read_text(encoding="utf-8").split("\n")
+    if len(lines) < len(inputs):
+        raise ValueError(f"{Path(path).name}: {len(inputs)} inputs but {len(lines)} output lines")
     return [(text, [int(x) for x in line.split()]) for text, line in zip(inputs, lines)]
+
+
+def _llama_cpp_cases(vocab: str) -> list[tuple[str, list[int]]]:
+    """:func:`llama_cpp_cases` of the ``llama-cpp-models`` asset's ``ggml-vocab-<vocab>.gguf``."""
+    return llama_cpp_cases(assets.path("llama-cpp-models") / f"ggml-vocab-{vocab}.gguf")
 
 
 def _japanese_lines() -> list[str]:

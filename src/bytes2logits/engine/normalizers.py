@@ -404,10 +404,6 @@ class BertNormalizer(Normalizer):
             text, align = step.normalize_aligned(text, align)
         return text, list(align)
 
-    def changes(self, text: str) -> tuple[list[tuple[str, int]], int]:
-        """Not used: the steps run one after another in :meth:`normalize_aligned`."""
-        raise NotImplementedError("BertNormalizer runs its steps in normalize_aligned")
-
 
 class NormalizerSequence(Normalizer):
     """Several normalizers, applied in order (``{"type": "Sequence", "normalizers": [...]}``)."""

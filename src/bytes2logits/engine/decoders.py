@@ -241,7 +241,8 @@ class StreamDecoder:
         """Decode for ``tokenizer``; ``skip_special`` as in ``decode``."""
         self._tok = tokenizer
         self._skip = skip_special
-        self._bytes_mode = tokenizer._decoder is None
+        self._decoder = tokenizer.decoder
+        self._bytes_mode = self._decoder is None
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending: list[str] = []
         self._first = True
@@ -254,14 +255,14 @@ class StreamDecoder:
             return ""
         if self._bytes_mode:
             return self._utf8.decode(tok._piece(i))
-        dec = tok._decoder
+        dec = self._decoder
         self._pending.append(tok._tokens[i])
         if not dec.per_token or _BYTE_TOKEN.fullmatch(self._pending[-1]):
             return ""
         return self._emit()
 
     def _emit(self) -> str:
-        text = "".join(self._tok._decoder.decode_chain(self._pending, self._first))
+        text = "".join(self._decoder.decode_chain(self._pending, self._first))
         if self._pending:
             self._first = False
         self._pending = []

@@ -141,7 +141,7 @@ def test_random_blocks_bit_exact(ggml_type):
     assert ours.shape == shape
 
 
-@pytest.mark.parametrize("ggml_type", sorted(quants._KERNELS), ids=lambda t: t.name)
+@pytest.mark.parametrize("ggml_type", sorted(quants._KERNEL_TYPES), ids=lambda t: t.name)
 def test_many_chunks_and_a_partial_last_chunk(ggml_type, monkeypatch):
     """Tensors bigger than one processing chunk, with a last chunk that is not full."""
     monkeypatch.setattr(quants, "_CHUNK_VALUES", 3 * 256)
@@ -253,7 +253,7 @@ def test_wrong_byte_count_names_type_and_sizes(ggml_type):
         assert ggml_type.name in msg and f"needs {expected} bytes" in msg and f"got {given}" in msg, msg
 
 
-@pytest.mark.parametrize("ggml_type", sorted(quants._KERNELS), ids=lambda t: t.name)
+@pytest.mark.parametrize("ggml_type", sorted(quants._KERNEL_TYPES), ids=lambda t: t.name)
 def test_row_not_a_whole_number_of_blocks(ggml_type):
     per_block, block_bytes = GGML_BLOCK_SIZES[ggml_type]
     # the byte count would fit 2 rows of 1.5 blocks: the shape must still be refused

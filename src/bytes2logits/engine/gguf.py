@@ -31,23 +31,35 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..errors import GGUFError
 
 __all__ = [
+    "Cursor",
     "GGUFError",
     "GGUFReader",
     "GGMLType",
     "GGML_BLOCK_SIZES",
     "TensorInfo",
     "ValueType",
+    "RawTensorInfo",
     "format_summary",
+    "place_tensors",
+    "read_alignment",
+    "read_array",
+    "read_header",
+    "read_metadata",
+    "read_string_array",
+    "read_tensor_infos",
+    "read_value",
+    "read_value_type",
+    "tensor_array",
     "tensor_nbytes",
 ]
 
@@ -216,15 +228,32 @@ class TensorInfo:
         return n
 
 
-class _Cursor:
-    """Reads little-endian values from a buffer, checking every length against the bytes that remain."""
+class Cursor:
+    """A position in a buffer that reads little-endian values, checking every length first.
+
+    ``buf`` is anything ``struct.unpack_from`` and slicing accept (``bytes``, a ``memoryview``, an
+    ``mmap``); ``size`` is its length. ``pos`` is the byte offset of the next read. ``nested`` counts the
+    nested arrays read so far (see :data:`MAX_NESTED_ARRAYS`). Every read that would run past the end
+    raises :class:`GGUFError` naming *what* was being read and the byte offset, before anything is read
+    or allocated::
+
+        >>> c = Cursor(b"\\x03\\x00\\x00\\x00", 4)
+        >>> c.u32("version"), c.pos
+        (3, 4)
+        >>> c.u64("tensor count")
+        Traceback (most recent call last):
+        ...
+        bytes2logits.errors.GGUFError: tensor count at byte offset 4 needs 8 bytes but only 0 remain (file is 4 bytes: truncated or corrupt)
+    """
 
     def __init__(self, buf, size: int):
         self.buf = buf
         self.size = size
         self.pos = 0
+        self.nested = 0
 
     def need(self, n: int, what: str) -> None:
+        """Raise :class:`GGUFError` unless ``n`` more bytes remain after :attr:`pos`."""
         if n < 0 or self.pos + n > self.size:
             raise GGUFError(
                 f"{what} at byte offset {self.pos} needs {n} bytes but only {self.size - self.pos} remain "
@@ -232,6 +261,7 @@ class _Cursor:
             )
 
     def scalar(self, vtype: ValueType, what: str):
+        """Read one fixed-size value of ``vtype`` (an int, float or bool) and move past it."""
         fmt, dt = _SCALAR[vtype]
         self.need(dt.itemsize, what)
         (v,) = struct.unpack_from(fmt, self.buf, self.pos)
@@ -239,12 +269,15 @@ class _Cursor:
         return v
 
     def u32(self, what: str) -> int:
+        """Read a uint32."""
         return self.scalar(ValueType.UINT32, what)
 
     def u64(self, what: str) -> int:
+        """Read a uint64."""
         return self.scalar(ValueType.UINT64, what)
 
     def string(self, what: str) -> str:
+        """Read a GGUF string: a uint64 byte length, then that many bytes of UTF-8."""
         start = self.pos
         n = self.u64(f"length of {what}")
         self.need(n, f"{what} ({n} bytes)")
@@ -255,6 +288,267 @@ class _Cursor:
         except UnicodeDecodeError as e:
             raise GGUFError(f"{what} at byte offset {start} is not valid UTF-8 "
                             f"({e.reason} at byte {e.start})") from None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The four sections, one function each (GGUFReader runs them in order)
+
+
+def read_header(c: Cursor) -> tuple[int, int, int]:
+    """Read the 24-byte header at the start of ``c``: magic, version, tensor count, metadata count.
+
+    Returns ``(version, n_tensors, n_kv)`` and leaves ``c.pos`` at 24. Refuses a wrong magic, a version
+    other than 2 or 3 (with a hint for v1 and for big-endian files) and counts that could not fit in the
+    file even if every record had its smallest possible size::
+
+        offset 0   b"GGUF"
+        offset 4   version        uint32
+        offset 8   n_tensors      uint64
+        offset 16  n_kv           uint64
+    """
+    c.need(4, "magic")
+    magic = bytes(c.buf[c.pos : c.pos + 4])
+    if magic != MAGIC:
+        raise GGUFError(f"bad magic {magic!r} at byte offset 0: expected {MAGIC!r} (is this a GGUF file?)")
+    c.pos += 4
+    version = c.u32("version")
+    if version not in SUPPORTED_VERSIONS:
+        hint = ""
+        if version == 1:
+            hint = " (GGUF v1 used 32-bit counts; convert it with a newer llama.cpp)"
+        elif version & 0xFFFF == 0 and (version >> 24) in SUPPORTED_VERSIONS:
+            hint = " (this looks like a big-endian GGUF; only little-endian files are supported)"
+        raise GGUFError(f"unsupported GGUF version {version} at byte offset 4{hint}")
+    n_tensors = c.u64("tensor count")
+    n_kv = c.u64("metadata count")
+    # Smallest possible records: a key/value pair is 8 (key length) + 4 (type) + 1 bytes; a tensor
+    # info is 8 (name length) + 4 (n_dims) + 4 (type) + 8 (offset). Counts that cannot fit are lies.
+    if n_kv * 13 > c.size - c.pos:
+        raise GGUFError(f"metadata count {n_kv} at byte offset 16 cannot fit in a {c.size}-byte file")
+    if n_tensors * 24 > c.size - c.pos:
+        raise GGUFError(f"tensor count {n_tensors} at byte offset 8 cannot fit in a {c.size}-byte file")
+    return version, n_tensors, n_kv
+
+
+def read_value_type(c: Cursor, what: str) -> ValueType:
+    """Read a uint32 value-type id; an id that is not a :class:`ValueType` is an error naming its offset."""
+    at = c.pos
+    t = c.u32(what)
+    try:
+        return ValueType(t)
+    except ValueError:
+        raise GGUFError(f"{what}: unknown value type id {t} at byte offset {at}") from None
+
+
+def read_value(c: Cursor, vtype: ValueType, key: str, depth: int = 0):
+    """Read one metadata value of type ``vtype`` for ``key``: a scalar, a string or an array."""
+    if vtype == ValueType.STRING:
+        return c.string(f"string value of {key!r}")
+    if vtype != ValueType.ARRAY:
+        return c.scalar(vtype, f"value of {key!r}")
+    return read_array(c, key, depth)
+
+
+def read_array(c: Cursor, key: str, depth: int = 0):
+    """Read an array body: element type (uint32), count (uint64), then the elements.
+
+    Arrays of numbers come back as read-only NumPy arrays (one copy out of the file), arrays of strings as
+    lists of ``str`` and arrays of arrays as lists (each inner array is again a body: type, count,
+    elements). Before anything is allocated, the count is checked against the bytes that remain: every
+    element takes at least its fixed size, 8 bytes for a string (its length) or 12 for an array (type and
+    count). Nesting deeper than :data:`MAX_ARRAY_NESTING` levels, or more than :data:`MAX_NESTED_ARRAYS`
+    nested arrays in one file, is refused too, so a small file cannot make the reader build millions of
+    Python objects.
+    """
+    if depth:
+        c.nested += 1
+        if c.nested > MAX_NESTED_ARRAYS:
+            raise GGUFError(f"more than {MAX_NESTED_ARRAYS} nested arrays (in {key!r} at byte offset {c.pos})")
+    if depth >= MAX_ARRAY_NESTING:
+        raise GGUFError(f"arrays in {key!r} nest deeper than {MAX_ARRAY_NESTING} levels at byte offset {c.pos}")
+    etype = read_value_type(c, f"array element type of {key!r}")
+    count_at = c.pos
+    n = c.u64(f"array length of {key!r}")
+    least = {ValueType.STRING: 8, ValueType.ARRAY: 12}.get(etype) or _SCALAR[etype][1].itemsize
+    if n * least > c.size - c.pos:
+        raise GGUFError(
+            f"array {key!r} claims {n} elements of {etype.name} at byte offset {count_at}, "
+            f"more than the {c.size - c.pos} bytes that remain"
+        )
+    if etype in _SCALAR:
+        dt = _SCALAR[etype][1]
+        arr = np.frombuffer(c.buf, dtype=dt, count=n, offset=c.pos).copy()
+        arr.flags.writeable = False
+        c.pos += n * dt.itemsize
+        return arr
+    if etype == ValueType.STRING:
+        return read_string_array(c, key, n)
+    return [read_array(c, key, depth + 1) for _ in range(n)]
+
+
+def read_string_array(c: Cursor, key: str, n: int) -> list[str]:
+    """Read ``n`` strings in a row: the hot loop of loading a vocabulary (150k tokens), so kept tight.
+
+    The same checks as :meth:`Cursor.string`, with the cursor's attributes held in local variables.
+    """
+    buf, size, pos = c.buf, c.size, c.pos
+    unpack = struct.Struct("<Q").unpack_from
+    out = [""] * n
+    for i in range(n):
+        if pos + 8 > size:
+            c.pos = pos
+            c.need(8, f"length of element {i} of {key!r}")
+        (length,) = unpack(buf, pos)
+        pos += 8
+        if pos + length > size:
+            c.pos = pos
+            c.need(length, f"element {i} of {key!r} ({length} bytes)")
+        try:
+            out[i] = buf[pos : pos + length].decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise GGUFError(
+                f"element {i} of {key!r} at byte offset {pos - 8} is not valid UTF-8 ({e.reason} at byte {e.start})"
+            ) from None
+        pos += length
+    c.pos = pos
+    return out
+
+
+def read_metadata(c: Cursor, n_kv: int) -> tuple[dict[str, Any], dict[str, ValueType]]:
+    """Read ``n_kv`` key/value pairs: ``(metadata, value_types)``, both in file order.
+
+    Each pair is a string key, a uint32 value type and the value (:func:`read_value`). A key that appears
+    twice is an error naming its offset.
+    """
+    metadata: dict[str, Any] = {}
+    value_types: dict[str, ValueType] = {}
+    for i in range(n_kv):
+        key_offset = c.pos
+        key = c.string(f"key of metadata entry {i}")
+        if key in metadata:
+            raise GGUFError(f"duplicate metadata key {key!r} at byte offset {key_offset}")
+        vtype = read_value_type(c, f"value type of {key!r}")
+        value_types[key] = vtype
+        metadata[key] = read_value(c, vtype, key)
+    return metadata, value_types
+
+
+def read_alignment(metadata: Mapping[str, Any], value_types: Mapping[str, ValueType]) -> int:
+    """``general.alignment`` (a power of two stored as uint32), or the default of 32 when it is absent."""
+    if "general.alignment" not in metadata:
+        return DEFAULT_ALIGNMENT
+    a = metadata["general.alignment"]
+    if value_types["general.alignment"] != ValueType.UINT32 or a <= 0 or a & (a - 1):
+        raise GGUFError(f"general.alignment must be a power of two stored as uint32, got {a!r}")
+    return a
+
+
+class RawTensorInfo(NamedTuple):
+    """One tensor info record as stored: ``offset`` is relative to the data section; ``at`` is where the
+    record itself starts in the file (for error messages)."""
+
+    name: str
+    dims: tuple[int, ...]
+    ggml_type: GGMLType
+    offset: int
+    nbytes: int
+    at: int
+
+
+def read_tensor_infos(c: Cursor, n_tensors: int, alignment: int) -> list[RawTensorInfo]:
+    """Read ``n_tensors`` tensor info records::
+
+        name        string
+        n_dims      uint32              1 .. MAX_DIMS
+        dims        uint64 x n_dims     fastest-varying first, none zero
+        type        uint32              a GGMLType
+        offset      uint64              relative to the data section, a multiple of the alignment
+
+    and compute each tensor's byte size from its type and dims (:func:`tensor_nbytes`, which also checks
+    that a row is a whole number of blocks). Every error names the tensor and a byte offset.
+    """
+    infos = []
+    for i in range(n_tensors):
+        at = c.pos
+        name = c.string(f"name of tensor {i}")
+        n_dims = c.u32(f"dimension count of tensor {name!r}")
+        if not 1 <= n_dims <= MAX_DIMS:
+            raise GGUFError(
+                f"tensor {name!r} (info at byte offset {at}) has {n_dims} dimensions; ggml supports 1 to {MAX_DIMS}"
+            )
+        dims = tuple(c.u64(f"dimension {d} of tensor {name!r}") for d in range(n_dims))
+        if any(d == 0 for d in dims):
+            raise GGUFError(f"tensor {name!r} (info at byte offset {at}) has a zero dimension: {list(dims)}")
+        type_at = c.pos
+        type_id = c.u32(f"type of tensor {name!r}")
+        try:
+            ggml_type = GGMLType(type_id)
+        except ValueError:
+            raise GGUFError(f"tensor {name!r} has unknown ggml type id {type_id} "
+                            f"at byte offset {type_at}") from None
+        rel = c.u64(f"data offset of tensor {name!r}")
+        if rel % alignment:
+            raise GGUFError(f"tensor {name!r} data offset {rel} is not a multiple of the alignment {alignment}")
+        try:
+            nbytes = tensor_nbytes(ggml_type, dims)
+        except GGUFError as e:
+            raise GGUFError(f"tensor {name!r}: {e}") from None
+        infos.append(RawTensorInfo(name, dims, ggml_type, rel, nbytes, at))
+    return infos
+
+
+def place_tensors(infos: list[RawTensorInfo], data_offset: int, size: int) -> dict[str, TensorInfo]:
+    """Turn relative offsets into absolute ones and check the data: ``{name: TensorInfo}`` in file order.
+
+    Names must be unique, every tensor's bytes must lie inside the ``size``-byte file, and no two
+    tensors may overlap (checked on the tensors sorted by offset, so it takes n log n, not n²).
+    """
+    tensors: dict[str, TensorInfo] = {}
+    for name, dims, ggml_type, rel, nbytes, at in infos:
+        if name in tensors:
+            raise GGUFError(f"duplicate tensor name {name!r} (info at byte offset {at})")
+        start = data_offset + rel
+        if start + nbytes > size:
+            raise GGUFError(
+                f"tensor {name!r} data [{start}, {start + nbytes}) lies outside the {size}-byte file "
+                f"(info at byte offset {at})"
+            )
+        tensors[name] = TensorInfo(name, dims, ggml_type, start, nbytes)
+    spans = sorted(tensors.values(), key=lambda t: t.offset)
+    for a, b in zip(spans, spans[1:]):
+        if b.offset < a.offset + a.nbytes:
+            raise GGUFError(
+                f"tensor {b.name!r} data at byte offset {b.offset} overlaps tensor {a.name!r} "
+                f"[{a.offset}, {a.offset + a.nbytes})"
+            )
+    return tensors
+
+
+# NumPy dtype of each unquantized tensor type; every other type is read as rows of raw blocks.
+_TENSOR_DTYPES = {
+    GGMLType.F32: np.dtype("<f4"), GGMLType.F16: np.dtype("<f2"), GGMLType.BF16: np.dtype("<u2"),
+    GGMLType.F64: np.dtype("<f8"), GGMLType.I8: np.dtype("<i1"), GGMLType.I16: np.dtype("<i2"),
+    GGMLType.I32: np.dtype("<i4"), GGMLType.I64: np.dtype("<i8"),
+}
+
+
+def tensor_array(buf, info: TensorInfo, raw: bool = False) -> np.ndarray:
+    """A read-only view of one tensor's data inside ``buf`` (the file's bytes), never a copy.
+
+    With ``raw=True``: the ``info.nbytes`` bytes as a flat uint8 array. Otherwise unquantized types
+    (F32, F16, I8 ...) come back with their dtype and NumPy shape (``info.shape``); BF16 as uint16 bit
+    patterns; quantized types as uint8 rows of blocks, shape ``(rows, bytes_per_row)``, ready for
+    :func:`bytes2logits.engine.quants.dequantize`. The view keeps ``buf`` alive, and because ``buf`` is
+    a read-only memory map, the operating system reads a tensor's pages only when they are touched.
+    """
+    if raw:
+        return np.frombuffer(buf, dtype=np.uint8, count=info.nbytes, offset=info.offset)
+    dt = _TENSOR_DTYPES.get(info.ggml_type)
+    if dt is None:
+        rows = info.n_elements // info.dims[0]
+        view = np.frombuffer(buf, dtype=np.uint8, count=info.nbytes, offset=info.offset)
+        return view.reshape(rows, info.nbytes // rows)
+    return np.frombuffer(buf, dtype=dt, count=info.n_elements, offset=info.offset).reshape(info.shape)
 
 
 class GGUFReader:
@@ -299,183 +593,13 @@ class GGUFReader:
         pairs, one info record per tensor (name, shape, type, offset), then, after padding to the
         alignment, the tensor data. Every error names the byte offset where the bad field starts.
         """
-        c = _Cursor(self._mm, self.size)
-        n_tensors, n_kv = self._read_header(c)
-        self._read_metadata(c, n_kv)
-        self.alignment = self._read_alignment()
-        infos = self._read_tensor_infos(c, n_tensors)
+        c = Cursor(self._mm, self.size)
+        self.version, n_tensors, n_kv = read_header(c)
+        self.metadata, self.value_types = read_metadata(c, n_kv)
+        self.alignment = read_alignment(self.metadata, self.value_types)
+        infos = read_tensor_infos(c, n_tensors, self.alignment)
         self.data_offset = -(-c.pos // self.alignment) * self.alignment
-        self.tensors: dict[str, TensorInfo] = self._place_tensor_data(infos)
-
-    def _read_header(self, c: _Cursor) -> tuple[int, int]:
-        """Magic, version and the two counts; returns ``(n_tensors, n_kv)`` once they are plausible."""
-        magic = bytes(self._mm[:4])
-        if magic != MAGIC:
-            raise GGUFError(f"bad magic {magic!r} at byte offset 0: expected {MAGIC!r} (is this a GGUF file?)")
-        c.pos = 4
-        version = c.u32("version")
-        if version not in SUPPORTED_VERSIONS:
-            hint = ""
-            if version == 1:
-                hint = " (GGUF v1 used 32-bit counts; convert it with a newer llama.cpp)"
-            elif version & 0xFFFF == 0 and (version >> 24) in SUPPORTED_VERSIONS:
-                hint = " (this looks like a big-endian GGUF; only little-endian files are supported)"
-            raise GGUFError(f"unsupported GGUF version {version} at byte offset 4{hint}")
-        self.version = version
-        n_tensors = c.u64("tensor count")
-        n_kv = c.u64("metadata count")
-        # Smallest possible records: a key/value pair is 8 (key length) + 4 (type) + 1 bytes; a tensor
-        # info is 8 (name length) + 4 (n_dims) + 4 (type) + 8 (offset). Counts that cannot fit are lies.
-        if n_kv * 13 > self.size - c.pos:
-            raise GGUFError(f"metadata count {n_kv} at byte offset 16 cannot fit in a {self.size}-byte file")
-        if n_tensors * 24 > self.size - c.pos:
-            raise GGUFError(f"tensor count {n_tensors} at byte offset 8 cannot fit in a {self.size}-byte file")
-        return n_tensors, n_kv
-
-    def _read_metadata(self, c: _Cursor, n_kv: int) -> None:
-        """The ``n_kv`` key/value pairs into :attr:`metadata` and :attr:`value_types`, in file order."""
-        self._nested = 0
-        self.metadata: dict[str, Any] = {}
-        self.value_types: dict[str, ValueType] = {}
-        for i in range(n_kv):
-            key_offset = c.pos
-            key = c.string(f"key of metadata entry {i}")
-            if key in self.metadata:
-                raise GGUFError(f"duplicate metadata key {key!r} at byte offset {key_offset}")
-            vtype = self._value_type(c, f"value type of {key!r}")
-            self.value_types[key] = vtype
-            self.metadata[key] = self._value(c, vtype, key, depth=0)
-
-    def _read_alignment(self) -> int:
-        """``general.alignment`` (a power of two stored as uint32), or the default of 32."""
-        if "general.alignment" not in self.metadata:
-            return DEFAULT_ALIGNMENT
-        a = self.metadata["general.alignment"]
-        if self.value_types["general.alignment"] != ValueType.UINT32 or a <= 0 or a & (a - 1):
-            raise GGUFError(f"general.alignment must be a power of two stored as uint32, got {a!r}")
-        return a
-
-    def _read_tensor_infos(self, c: _Cursor, n_tensors: int) -> list[tuple]:
-        """One ``(name, dims, type, relative offset, nbytes, info offset)`` per tensor info record."""
-        infos = []
-        for i in range(n_tensors):
-            at = c.pos
-            name = c.string(f"name of tensor {i}")
-            n_dims = c.u32(f"dimension count of tensor {name!r}")
-            if not 1 <= n_dims <= MAX_DIMS:
-                raise GGUFError(
-                    f"tensor {name!r} (info at byte offset {at}) has {n_dims} dimensions; ggml supports 1 to {MAX_DIMS}"
-                )
-            dims = tuple(c.u64(f"dimension {d} of tensor {name!r}") for d in range(n_dims))
-            if any(d == 0 for d in dims):
-                raise GGUFError(f"tensor {name!r} (info at byte offset {at}) has a zero dimension: {list(dims)}")
-            type_at = c.pos
-            type_id = c.u32(f"type of tensor {name!r}")
-            try:
-                ggml_type = GGMLType(type_id)
-            except ValueError:
-                raise GGUFError(f"tensor {name!r} has unknown ggml type id {type_id} "
-                                f"at byte offset {type_at}") from None
-            rel = c.u64(f"data offset of tensor {name!r}")
-            if rel % self.alignment:
-                raise GGUFError(f"tensor {name!r} data offset {rel} is not a multiple of the alignment "
-                                f"{self.alignment}")
-            try:
-                nbytes = tensor_nbytes(ggml_type, dims)
-            except GGUFError as e:
-                raise GGUFError(f"tensor {name!r}: {e}") from None
-            infos.append((name, dims, ggml_type, rel, nbytes, at))
-        return infos
-
-    def _place_tensor_data(self, infos: list[tuple]) -> dict[str, TensorInfo]:
-        """Absolute data spans from :attr:`data_offset`: unique names, inside the file, not overlapping."""
-        tensors: dict[str, TensorInfo] = {}
-        for name, dims, ggml_type, rel, nbytes, at in infos:
-            if name in tensors:
-                raise GGUFError(f"duplicate tensor name {name!r} (info at byte offset {at})")
-            start = self.data_offset + rel
-            if start + nbytes > self.size:
-                raise GGUFError(
-                    f"tensor {name!r} data [{start}, {start + nbytes}) lies outside the {self.size}-byte file "
-                    f"(info at byte offset {at})"
-                )
-            tensors[name] = TensorInfo(name, dims, ggml_type, start, nbytes)
-        spans = sorted(tensors.values(), key=lambda t: t.offset)
-        for a, b in zip(spans, spans[1:]):
-            if b.offset < a.offset + a.nbytes:
-                raise GGUFError(
-                    f"tensor {b.name!r} data at byte offset {b.offset} overlaps tensor {a.name!r} "
-                    f"[{a.offset}, {a.offset + a.nbytes})"
-                )
-        return tensors
-
-    def _value_type(self, c: _Cursor, what: str) -> ValueType:
-        at = c.pos
-        t = c.u32(what)
-        try:
-            return ValueType(t)
-        except ValueError:
-            raise GGUFError(f"{what}: unknown value type id {t} at byte offset {at}") from None
-
-    def _value(self, c: _Cursor, vtype: ValueType, key: str, depth: int):
-        if vtype == ValueType.STRING:
-            return c.string(f"string value of {key!r}")
-        if vtype != ValueType.ARRAY:
-            return c.scalar(vtype, f"value of {key!r}")
-        return self._array(c, key, depth)
-
-    def _array(self, c: _Cursor, key: str, depth: int):
-        """An array body: element type (u32), count (u64), elements. Nested arrays are bodies in a row."""
-        if depth:
-            self._nested += 1
-            if self._nested > MAX_NESTED_ARRAYS:
-                raise GGUFError(f"more than {MAX_NESTED_ARRAYS} nested arrays (in {key!r} at byte offset {c.pos})")
-        if depth >= MAX_ARRAY_NESTING:
-            raise GGUFError(f"arrays in {key!r} nest deeper than {MAX_ARRAY_NESTING} levels at byte offset {c.pos}")
-        etype = self._value_type(c, f"array element type of {key!r}")
-        count_at = c.pos
-        n = c.u64(f"array length of {key!r}")
-        # The least each element can take: its fixed size, 8 bytes for a string's length, 12 for an array's
-        # type and count. This bounds the allocation by the file size before anything is read.
-        least = {ValueType.STRING: 8, ValueType.ARRAY: 12}.get(etype) or _SCALAR[etype][1].itemsize
-        if n * least > c.size - c.pos:
-            raise GGUFError(
-                f"array {key!r} claims {n} elements of {etype.name} at byte offset {count_at}, "
-                f"more than the {c.size - c.pos} bytes that remain"
-            )
-        if etype in _SCALAR:
-            dt = _SCALAR[etype][1]
-            arr = np.frombuffer(self._mm, dtype=dt, count=n, offset=c.pos).copy()
-            arr.flags.writeable = False
-            c.pos += n * dt.itemsize
-            return arr
-        if etype == ValueType.STRING:
-            return self._string_array(c, key, n)
-        return [self._array(c, key, depth + 1) for _ in range(n)]
-
-    def _string_array(self, c: _Cursor, key: str, n: int) -> list[str]:
-        """Read ``n`` strings: the hot loop of loading a vocabulary (150k tokens), so kept tight."""
-        buf, size, pos = self._mm, c.size, c.pos
-        unpack = struct.Struct("<Q").unpack_from
-        out = [""] * n
-        for i in range(n):
-            if pos + 8 > size:
-                c.pos = pos
-                c.need(8, f"length of element {i} of {key!r}")
-            (length,) = unpack(buf, pos)
-            pos += 8
-            if pos + length > size:
-                c.pos = pos
-                c.need(length, f"element {i} of {key!r} ({length} bytes)")
-            try:
-                out[i] = buf[pos : pos + length].decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise GGUFError(
-                    f"element {i} of {key!r} at byte offset {pos - 8} is not valid UTF-8 ({e.reason} at byte {e.start})"
-                ) from None
-            pos += length
-        c.pos = pos
-        return out
+        self.tensors = place_tensors(infos, self.data_offset, self.size)
 
     # -- access --------------------------------------------------------------------------------------------
     def get(self, key: str, default: Any = None) -> Any:
@@ -496,8 +620,7 @@ class GGUFReader:
 
     def tensor_bytes(self, name: str) -> np.ndarray:
         """The raw bytes of tensor ``name`` as a read-only uint8 view into the file (no copy)."""
-        info = self._info(name)
-        return np.frombuffer(self._mm, dtype=np.uint8, count=info.nbytes, offset=info.offset)
+        return tensor_array(self._mm, self._info(name), raw=True)
 
     def tensor(self, name: str) -> np.ndarray:
         """Tensor ``name`` as a read-only view with its NumPy shape, for unquantized types (F32, F16, I8 …).
@@ -505,15 +628,7 @@ class GGUFReader:
         BF16 comes back as uint16 bit patterns; quantized types come back as uint8 rows of blocks of shape
         ``(rows, bytes_per_row)``. Use :func:`bytes2logits.engine.quants.dequantize` to get float32 values.
         """
-        info = self._info(name)
-        dt = {
-            GGMLType.F32: "<f4", GGMLType.F16: "<f2", GGMLType.BF16: "<u2", GGMLType.F64: "<f8",
-            GGMLType.I8: "<i1", GGMLType.I16: "<i2", GGMLType.I32: "<i4", GGMLType.I64: "<i8",
-        }.get(info.ggml_type)
-        if dt is None:
-            rows = info.n_elements // info.dims[0]
-            return self.tensor_bytes(name).reshape(rows, info.nbytes // rows)
-        return np.frombuffer(self._mm, dtype=dt, count=info.n_elements, offset=info.offset).reshape(info.shape)
+        return tensor_array(self._mm, self._info(name))
 
     def _info(self, name: str) -> TensorInfo:
         try:

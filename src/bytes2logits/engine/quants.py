@@ -65,10 +65,12 @@ __all__ = [
     "DEQUANTIZE_TYPES",
     "ACTIVATION_TYPES",
     "VEC_DOT_TYPE",
+    "QUANTIZE_TYPES",
     "QuantizedActivation",
     "dequantize",
     "dequantize_tensor",
     "fake_quantize",
+    "quantize",
     "quantize_activation",
 ]
 
@@ -163,7 +165,7 @@ def _scale_min_k4(scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # (n_blocks, values_per_block) float32.
 
 
-def _dequant_q8_0(blocks: np.ndarray, out: np.ndarray) -> None:
+def dequant_q8_0(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q8_0, 34 bytes for 32 values: one fp16 scale and 32 signed bytes. ``x = q * d``::
 
         | d (fp16) | q0 q1 ... q31 (int8) |
@@ -174,7 +176,7 @@ def _dequant_q8_0(blocks: np.ndarray, out: np.ndarray) -> None:
     np.multiply(out, d, out=out)
 
 
-def _dequant_q4_0(blocks: np.ndarray, out: np.ndarray) -> None:
+def dequant_q4_0(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q4_0, 18 bytes for 32 values: fp16 scale, 32 unsigned 4-bit quants. ``x = d * (q - 8)``::
 
         | d (fp16) | byte 0 .. byte 15 |      byte j = [ q(j+16) | q(j) ]  (high nibble | low nibble)
@@ -186,7 +188,7 @@ def _dequant_q4_0(blocks: np.ndarray, out: np.ndarray) -> None:
     np.multiply(d, out, out=out)
 
 
-def _dequant_q4_1(blocks: np.ndarray, out: np.ndarray) -> None:
+def dequant_q4_1(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q4_1, 20 bytes for 32 values: fp16 scale and fp16 min, 32 4-bit quants. ``x = (d * q) + m``::
 
         | d (fp16) | m (fp16) | byte 0 .. byte 15 |      byte j = [ q(j+16) | q(j) ]
@@ -209,7 +211,7 @@ def _five_bit(qh: np.ndarray, qs: np.ndarray) -> np.ndarray:
     return q
 
 
-def _dequant_q5_0(blocks: np.ndarray, out: np.ndarray) -> None:
+def dequant_q5_0(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q5_0, 22 bytes for 32 values: fp16 scale, 32 5-bit quants. ``x = d * (q - 16)``::
 
         | d (fp16) | qh (4 bytes: bit j = bit 4 of q(j)) | byte 0 .. byte 15: [ q(j+16) lo4 | q(j) lo4 ] |
@@ -221,7 +223,7 @@ def _dequant_q5_0(blocks: np.ndarray, out: np.ndarray) -> None:
     np.multiply(d, out, out=out)
 
 
-def _dequant_q5_1(blocks: np.ndarray, out: np.ndarray) -> None:
+def dequant_q5_1(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q5_1, 24 bytes for 32 values: fp16 scale and min, 32 5-bit quants. ``x = (d * q) + m``::
 
         | d (fp16) | m (fp16) | qh (4 bytes) | byte 0 .. byte 15 |
@@ -232,7 +234,7 @@ def _dequant_q5_1(blocks: np.ndarray, out: np.ndarray) -> None:
     np.add(out, m, out=out)
 
 
-def _dequant_q2_k(blocks: np.ndarray, out: np.ndarray) -> None:
+def dequant_q2_k(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q2_K, 84 bytes for 256 values: 16 sub-blocks of 16, 2-bit quants. ``x = (d*s) * q - (dmin*m)``::
 
         | scales (16 bytes: [ m lo-hi 4 bits | s 4 bits ] per sub-block) | qs (64 bytes) | d | dmin |
@@ -251,7 +253,7 @@ def _dequant_q2_k(blocks: np.ndarray, out: np.ndarray) -> None:
     np.subtract(o, ml, out=o)
 
 
-def _dequant_q3_k(blocks: np.ndarray, out: np.ndarray) -> None:
+def dequant_q3_k(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q3_K, 110 bytes for 256 values: 16 sub-blocks of 16, 3-bit quants, no min.
 
     ``x = (d * (s - 32)) * (lo - 4 * (1 - h))`` where ``lo`` is 2 bits and ``h`` the "high mask" bit::
@@ -297,7 +299,7 @@ def _four_bit_k(qs: np.ndarray) -> np.ndarray:
     return q.reshape(n, 8, 32)
 
 
-def _dequant_q4_k(blocks: np.ndarray, out: np.ndarray) -> None:
+def dequant_q4_k(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q4_K, 144 bytes for 256 values: 8 sub-blocks of 32, 4-bit quants. ``x = (d*s) * q - (dmin*m)``::
 
         | d (fp16) | dmin (fp16) | scales+mins (12 bytes, 6 bits each) | qs (128 bytes) |
@@ -316,7 +318,7 @@ def _dequant_q4_k(blocks: np.ndarray, out: np.ndarray) -> None:
     np.subtract(o, ml, out=o)
 
 
-def _dequant_q5_k(blocks: np.ndarray, out: np.ndarray) -> None:
+def dequant_q5_k(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q5_K, 176 bytes for 256 values: like Q4_K plus a fifth bit per value. ``x = (d*s) * q - (dmin*m)``::
 
         | d | dmin | scales+mins (12 bytes) | qh (32 bytes) | qs (128 bytes, packed like Q4_K) |
@@ -338,7 +340,7 @@ def _dequant_q5_k(blocks: np.ndarray, out: np.ndarray) -> None:
     np.subtract(o, ml, out=o)
 
 
-def _dequant_q6_k(blocks: np.ndarray, out: np.ndarray) -> None:
+def dequant_q6_k(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q6_K, 210 bytes for 256 values: 16 sub-blocks of 16, 6-bit quants. ``x = (d*s) * (q - 32)``::
 
         | ql (128 bytes, low 4 bits) | qh (64 bytes, high 2 bits) | scales (16 x int8) | d (fp16) |
@@ -366,21 +368,25 @@ def _dequant_q6_k(blocks: np.ndarray, out: np.ndarray) -> None:
     np.multiply(dl, o, out=o)
 
 
-_KERNELS = {
-    GGMLType.Q8_0: _dequant_q8_0,
-    GGMLType.Q4_0: _dequant_q4_0,
-    GGMLType.Q4_1: _dequant_q4_1,
-    GGMLType.Q5_0: _dequant_q5_0,
-    GGMLType.Q5_1: _dequant_q5_1,
-    GGMLType.Q2_K: _dequant_q2_k,
-    GGMLType.Q3_K: _dequant_q3_k,
-    GGMLType.Q4_K: _dequant_q4_k,
-    GGMLType.Q5_K: _dequant_q5_k,
-    GGMLType.Q6_K: _dequant_q6_k,
-}
+#: The block types that have a kernel: the kernel for type T is the function named ``dequant_<t>``.
+_KERNEL_TYPES = (GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1,
+                 GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K)
+
+
+def _kernel(t: GGMLType):
+    """The block kernel of type ``t``: the function ``dequant_<name>`` (``dequant_q4_k`` for Q4_K).
+
+    Looked up by name when it is needed, so that a kernel can be replaced (or written later, as in
+    lab 15) without a table to keep in step.
+    """
+    kernel = globals().get(f"dequant_{t.name.lower()}")
+    if kernel is None:
+        raise GGUFError(f"dequantize: no kernel for {t.name}: define dequant_{t.name.lower()}(blocks, out)")
+    return kernel
+
 
 #: Every type :func:`dequantize` accepts.
-DEQUANTIZE_TYPES: frozenset[GGMLType] = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.BF16, *_KERNELS})
+DEQUANTIZE_TYPES: frozenset[GGMLType] = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.BF16, *_KERNEL_TYPES})
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -481,7 +487,7 @@ def dequantize(raw, ggml_type, shape) -> np.ndarray:
         np.copyto(bits, data.view(_U16))
         bits <<= np.uint32(16)
     else:
-        kernel = _KERNELS[t]
+        kernel = _kernel(t)
         blocks = data.reshape(n_blocks, block_bytes)
         values = flat.reshape(n_blocks, per_block)
         step = max(1, _CHUNK_VALUES // per_block)
@@ -505,6 +511,155 @@ def dequantize_tensor(reader: GGUFReader, name: str) -> np.ndarray:
         return dequantize(reader.tensor_bytes(name), info.ggml_type, info.shape)
     except GGUFError as e:
         raise GGUFError(f"tensor {name!r}: {e}") from None
+
+
+# --------------------------------------------------------------------------------------------------------
+# public API: weight quantization (the reverse direction: float32 -> blocks)
+#
+# Each quantizer takes float32 blocks (n_blocks, 32) and returns their bytes (n_blocks, bytes_per_block),
+# bit for bit what ggml's reference ``quantize_row_*_ref`` (and gguf-py's ``gguf.quants.quantize``) write.
+# The rules, per block of 32 values x:
+#
+#   Q8_0  d = max|x| / 127                    q = round_half_away(x / d)          x ~= d * q
+#   Q4_0  d = x[argmax |x|] / -8              q = min(15, trunc(x / d + 8.5))     x ~= d * (q - 8)
+#   Q5_0  d = x[argmax |x|] / -16             q = min(31, trunc(x / d + 16.5))    x ~= d * (q - 16)
+#   Q4_1  d = (max - min) / 15,  m = min      q = min(15, trunc((x - m) / d + .5))  x ~= d * q + m
+#   Q5_1  d = (max - min) / 31,  m = min      q = min(31, trunc((x - m) / d + .5))  x ~= d * q + m
+#
+# "x / d" is computed as x * (1/d) in float32, with 1/d = 0 for an all-zero block, exactly as ggml does;
+# d and m are stored as fp16. Q4_0/Q5_0 divide by a *negative* number so that the value of largest
+# magnitude lands exactly on the end of the range that has one more step (-8 of -8..7), and the sign of d
+# carries its sign.
+
+
+def _fp16_bytes(v: np.ndarray) -> np.ndarray:
+    """float32 values of shape (n, 1) as their fp16 bytes, shape (n, 2) (round to nearest even)."""
+    return v.astype(np.float16).view(np.uint8)
+
+
+def _inverse(d: np.ndarray) -> np.ndarray:
+    """``1 / d`` in float32, and 0 where ``d`` is 0 (an all-zero block stays all zeros)."""
+    return np.divide(np.float32(1.0), d, out=np.zeros_like(d), where=d != 0)
+
+
+def _pack_nibbles(q: np.ndarray) -> np.ndarray:
+    """The inverse of ``_nibbles``: 32 values 0..15 per row -> 16 bytes, value j low and j+16 high."""
+    return (q[:, :16] & np.uint8(0x0F)) | (q[:, 16:] << np.uint8(4))
+
+
+def _signed_max(blocks: np.ndarray) -> np.ndarray:
+    """The value of largest magnitude in each block, with its sign (the first one on ties), shape (n, 1)."""
+    where = np.argmax(np.abs(blocks), axis=1)[:, None]
+    return np.take_along_axis(blocks, where, axis=1)
+
+
+def quantize_q8_0(blocks: np.ndarray) -> np.ndarray:
+    """Q8_0 blocks of float32 ``blocks`` (n, 32): 34 bytes each, an fp16 scale then 32 int8 quants.
+
+    ``d = max|x| / 127`` and ``q = round(x * (1/d))`` with halves rounded away from zero (C's ``roundf``),
+    so that the largest value becomes ±127 and every value is off by at most ``d / 2`` (plus the fp16
+    rounding of ``d``). An all-zero block gets ``d = 0`` and zero quants.
+
+    >>> b = quantize_q8_0(np.linspace(-1, 1, 32, dtype=np.float32)[None])
+    >>> b.shape, b[0, 2:].view(np.int8)[[0, -1]].tolist()
+    ((1, 34), [-127, 127])
+    """
+    d = np.max(np.abs(blocks), axis=1, keepdims=True) / np.float32(127.0)
+    q = _round_half_away(blocks * _inverse(d)).astype(np.int8)
+    return np.concatenate([_fp16_bytes(d), q.view(np.uint8)], axis=1)
+
+
+def quantize_q4_0(blocks: np.ndarray) -> np.ndarray:
+    """Q4_0 blocks (18 bytes): ``d = x[argmax|x|] / -8``, ``q = min(15, trunc(x/d + 8.5))``; x ~= d(q-8)."""
+    d = _signed_max(blocks) / np.float32(-8.0)
+    q = np.trunc(blocks * _inverse(d) + np.float32(8.5)).astype(np.uint8)
+    np.minimum(q, np.uint8(15), out=q)
+    return np.concatenate([_fp16_bytes(d), _pack_nibbles(q)], axis=1)
+
+
+def quantize_q4_1(blocks: np.ndarray) -> np.ndarray:
+    """Q4_1 blocks (20 bytes): ``d = (max-min)/15``, ``m = min``, ``q = min(15, trunc((x-m)/d + 0.5))``."""
+    lo = np.min(blocks, axis=1, keepdims=True)
+    d = (np.max(blocks, axis=1, keepdims=True) - lo) / np.float32(15.0)
+    q = np.trunc((blocks - lo) * _inverse(d) + np.float32(0.5)).astype(np.uint8)
+    np.minimum(q, np.uint8(15), out=q)
+    return np.concatenate([_fp16_bytes(d), _fp16_bytes(lo), _pack_nibbles(q)], axis=1)
+
+
+def _pack_five(q: np.ndarray) -> np.ndarray:
+    """32 values 0..31 per row -> 4 bytes of fifth bits (bit j = bit 4 of value j) + 16 bytes of nibbles."""
+    high = np.packbits(q >> np.uint8(4), axis=1, bitorder="little")  # (n, 4): a little-endian uint32
+    return np.concatenate([high, _pack_nibbles(q)], axis=1)
+
+
+def quantize_q5_0(blocks: np.ndarray) -> np.ndarray:
+    """Q5_0 blocks (22 bytes): ``d = x[argmax|x|] / -16``, ``q = min(31, trunc(x/d + 16.5))``."""
+    d = _signed_max(blocks) / np.float32(-16.0)
+    q = np.trunc(blocks * _inverse(d) + np.float32(16.5)).astype(np.uint8)
+    np.minimum(q, np.uint8(31), out=q)
+    return np.concatenate([_fp16_bytes(d), _pack_five(q)], axis=1)
+
+
+def quantize_q5_1(blocks: np.ndarray) -> np.ndarray:
+    """Q5_1 blocks (24 bytes): ``d = (max-min)/31``, ``m = min``, ``q = min(31, trunc((x-m)/d + 0.5))``."""
+    lo = np.min(blocks, axis=1, keepdims=True)
+    d = (np.max(blocks, axis=1, keepdims=True) - lo) / np.float32(31.0)
+    q = np.trunc((blocks - lo) * _inverse(d) + np.float32(0.5)).astype(np.uint8)
+    np.minimum(q, np.uint8(31), out=q)
+    return np.concatenate([_fp16_bytes(d), _fp16_bytes(lo), _pack_five(q)], axis=1)
+
+
+#: Every type :func:`quantize` writes.
+QUANTIZE_TYPES: frozenset[GGMLType] = frozenset(
+    {GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1})
+
+
+def quantize(x, ggml_type) -> np.ndarray:
+    """Quantize float32 weights to one of :data:`QUANTIZE_TYPES`: the tensor's bytes, as a GGUF stores them.
+
+    Args:
+        x: an array of finite numbers (converted to float32); rows run along the last axis, whose length
+            must be a multiple of 32.
+        ggml_type: Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1 (a :class:`GGMLType` or its id).
+
+    Returns:
+        A flat uint8 array of ``x.size / 32 * bytes_per_block`` bytes; ``dequantize(result, ggml_type,
+        x.shape)`` reads it back. Bit for bit what gguf-py's ``gguf.quants.quantize`` writes.
+
+    Raises:
+        GGUFError: for another type, a row that is not a whole number of blocks, or a NaN or infinity
+            (ggml would write garbage for them); the message names the first bad position.
+
+    >>> x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
+    >>> y = dequantize(quantize(x, GGMLType.Q8_0), GGMLType.Q8_0, x.shape)
+    >>> bool(np.abs(y - x).max() <= 1 / 127 / 2 * 1.001)
+    True
+    """
+    t = _ggml_type(ggml_type, QUANTIZE_TYPES, "quantize")
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim == 0 or x.shape[-1] % 32:
+        raise GGUFError(f"quantize: {t.name} stores rows in blocks of 32 values; the last dimension of an "
+                        f"array of shape {x.shape} is not a multiple of 32")
+    bad = ~np.isfinite(x)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise GGUFError(f"quantize: x{list(where)} = {x[where]} is not a finite number; {t.name} cannot store it")
+    blocks = x.reshape(-1, 32)
+    quantizer = globals()[f"quantize_{t.name.lower()}"]
+    out = np.empty((blocks.shape[0], GGML_BLOCK_SIZES[t][1]), dtype=np.uint8)
+    step = _CHUNK_VALUES // 32
+    with np.errstate(over="ignore"):  # a scale too big for fp16 becomes inf; it is found just below
+        for start in range(0, blocks.shape[0], step):
+            out[start : start + step] = quantizer(blocks[start : start + step])
+    n_halves = 2 if t in (GGMLType.Q4_1, GGMLType.Q5_1) else 1  # d, or d and m
+    halves = np.ascontiguousarray(out[:, : 2 * n_halves]).view(_F16)
+    overflow = ~np.isfinite(halves)
+    if overflow.any():
+        block, field = (int(i) for i in np.argwhere(overflow)[0])
+        row, col = divmod(block * 32, x.shape[-1])
+        raise GGUFError(f"quantize: the {'scale d' if field == 0 else 'min m'} of the {t.name} block at row "
+                        f"{row}, columns {col}..{col + 31} is larger than fp16 can hold (65504)")
+    return out.reshape(-1)
 
 
 # --------------------------------------------------------------------------------------------------------

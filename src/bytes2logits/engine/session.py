@@ -14,8 +14,9 @@ import sys
 from dataclasses import dataclass, field
 
 from .checks import check_context
+from .tokenizer import chat_template_of
 
-__all__ = ["ChatSession", "common_prefix_length", "message_spans"]
+__all__ = ["ChatSession", "chat_prompt_ids", "common_prefix_length", "message_spans"]
 
 
 def message_spans(tokenizer, messages: list[dict], text: str) -> list[tuple[int, int]]:
@@ -36,7 +37,7 @@ def message_spans(tokenizer, messages: list[dict], text: str) -> list[tuple[int,
         return []
     holders = {i: f"\ue000{i}\ue001" for i in risky}
     stand_in = [dict(m, content=holders[i]) if i in holders else m for i, m in enumerate(messages)]
-    skeleton = tokenizer.apply_chat_template(stand_in, add_generation_prompt=True)
+    skeleton = chat_template_of(tokenizer).render(stand_in, add_generation_prompt=True)
     spans, rebuilt, pos = [], [], 0
     for i in risky:
         at = skeleton.find(holders[i], pos)
@@ -56,6 +57,23 @@ def message_spans(tokenizer, messages: list[dict], text: str) -> list[tuple[int,
             f"template changes message text before inserting it, so it cannot be kept as plain text: remove it"
         )
     return spans
+
+
+def chat_prompt_ids(tokenizer, messages: list[dict], **context) -> list[int]:
+    """The ids of a chat prompt: the model's own template, rendered, then encoded the safe way.
+
+    1. render ``messages`` with :func:`~bytes2logits.engine.tokenizer.chat_template_of` (the GGUF's
+       ``tokenizer.chat_template``, in the sandbox), ending in the assistant's opener;
+    2. find where the messages' own text sits in the prompt (:func:`message_spans`);
+    3. encode with every control token allowed (the template's markers become single ids) except inside
+       those spans, where marker text a user typed stays ordinary text.
+
+    ``context`` reaches the template (``tools=...``, ``enable_thinking=False``). These are the ids
+    llama.cpp evaluates for the same conversation.
+    """
+    text = chat_template_of(tokenizer).render(messages, add_generation_prompt=True, **context)
+    spans = message_spans(tokenizer, messages, text)
+    return tokenizer.encode(text, allowed_special="all", literal_spans=spans)
 
 
 def common_prefix_length(a, b) -> int:
@@ -114,9 +132,7 @@ class ChatSession:
         (a user typing ``<|im_end|>``) stays plain text, so nobody can close their turn and open a fake
         system turn. See :func:`message_spans`.
         """
-        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-        spans = message_spans(self.tokenizer, messages, text)
-        return self.tokenizer.encode(text, allowed_special="all", literal_spans=spans)
+        return chat_prompt_ids(self.tokenizer, messages)
 
     def send(self, text: str):
         """Add a user message and yield the answer's text as it is generated.

@@ -61,7 +61,8 @@ from .pretokenizers import (
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
-__all__ = ["Tokenizer", "TokenType", "SUPPORTED_MODELS"]
+__all__ = ["Tokenizer", "TokenType", "SUPPORTED_MODELS", "STEPS", "chat_template_of", "load_merges",
+           "special_pattern", "split_specials", "token_bytes", "tokenizer_from_gguf"]
 
 
 class TokenType:
@@ -157,6 +158,141 @@ def _special_id(md: Mapping[str, Any], key: str, default: int | None, n: int) ->
     return value
 
 
+# ------------------------------------------------------------------ the lab-sized steps
+#
+# Four steps of reading a tokenizer out of GGUF metadata are module functions (lab 14 has a learner write
+# them). :class:`Tokenizer` calls them through attributes of the same name, so ``tokenizer_from_gguf`` can
+# build a Tokenizer from whichever functions of these names its own namespace holds.
+
+
+def load_merges(merges, token_to_id: Mapping[str, int]) -> dict[str, int]:
+    """Read ``tokenizer.ggml.merges`` ("left right" strings) into a rank table ``{merge: rank}``.
+
+    The rank of a merge is its position in the list: lower ranks were learned earlier and are applied
+    first. The table is keyed by the merge string itself, so looking up the pair ``(a, b)`` is
+    ``ranks.get(a + " " + b)`` (byte-level vocabularies never contain a real space: it is ``"Ġ"``). A
+    merge listed twice keeps its *first* rank, as llama.cpp does. Anything that is not two vocabulary
+    entries separated by one space raises :class:`~bytes2logits.errors.TokenizerError` naming its index.
+
+    >>> load_merges(["a b", "ab c", "a b"], {"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4})
+    {'a b': 0, 'ab c': 1}
+    """
+    if not isinstance(merges, (list, tuple)):
+        raise TokenizerError("tokenizer.ggml.merges is missing or not a list of strings "
+                             "(byte-level BPE needs its merge rules)")
+    # Fast check first (C-level joins and set operations); the slow loop only runs to name the culprit.
+    ok = set(map(type, merges)) <= {str}
+    if ok:
+        parts = " ".join(merges).split(" ")
+        ok = len(parts) == 2 * len(merges) and token_to_id.keys() >= set(parts)
+    if not ok:
+        for i, m in enumerate(merges):
+            if not isinstance(m, str):
+                raise TokenizerError(f"tokenizer.ggml.merges[{i}] is {type(m).__name__}, not a string")
+            left, sep, right = m.partition(" ")
+            if not sep or " " in right or left not in token_to_id or right not in token_to_id:
+                raise TokenizerError(f"tokenizer.ggml.merges[{i}] = {m!r} is not two vocabulary entries "
+                                     "separated by one space")
+    n = len(merges)
+    # reversed, so that for a duplicate the first occurrence is written last and wins
+    return dict(zip(reversed(merges), range(n - 1, -1, -1)))
+
+
+_BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def token_bytes(text: str, token_type: int, normal_bytes=None) -> bytes:
+    """The bytes one token stands for: what llama.cpp's ``token_to_piece`` gives for it.
+
+    * CONTROL, UNKNOWN and USER_DEFINED tokens (types 3, 2 and 4): their text, as UTF-8.
+    * BYTE tokens (type 6, SentencePiece's byte fallback): ``"<0xE2>"`` is the single byte 0xE2.
+    * NORMAL tokens (type 1): ``normal_bytes(text)``, the family's own spelling (byte-level BPE maps
+      each character back to its byte); without ``normal_bytes``, the UTF-8 of the text with ``"▁"``
+      (SentencePiece's visible space) read as a space.
+    * UNUSED and UNDEFINED tokens (5 and 0): nothing.
+
+    >>> token_bytes("<0xE2>", TokenType.BYTE), token_bytes("▁Hi", TokenType.NORMAL)
+    (b'\xe2', b' Hi')
+    """
+    if token_type in (TokenType.CONTROL, TokenType.UNKNOWN, TokenType.USER_DEFINED):
+        return text.encode("utf-8")
+    if token_type == TokenType.NORMAL:
+        if normal_bytes is None:
+            return text.replace(SPM_SPACE, " ").encode("utf-8")
+        return normal_bytes(text)
+    if token_type == TokenType.BYTE:
+        m = _BYTE_TOKEN.fullmatch(text)
+        return bytes([int(m.group(1), 16)]) if m else text.encode("utf-8")
+    return b""
+
+
+def special_pattern(texts) -> re.Pattern | None:
+    """One regular expression that finds any of the special-token ``texts`` (None when there are none).
+
+    The texts are tried longest first, so that where two start at the same position (``<|im_start|>``
+    and ``<|im_start|>assistant``, say) the longer one wins; ``re.search`` then finds the earliest.
+    Every text is escaped: ``<|...|>`` is not a regex.
+
+    >>> special_pattern(["<a>", "<a><b>"]).search("x<a><b>").group()
+    '<a><b>'
+    """
+    texts = set(texts)
+    if not texts:
+        return None
+    ordered = sorted(texts, key=lambda t: (-len(t), t))
+    return re.compile("|".join(map(re.escape, ordered)))
+
+
+def split_specials(text: str, pattern: re.Pattern | None, ids: Mapping[str, int], *,
+                   control=frozenset(), literal_spans=(), rstrip=frozenset()) -> list:
+    """Cut ``text`` into plain-text fragments and special tokens, the earliest match first.
+
+    Returns ``[(start, end, id), ...]`` covering the whole text in order: ``id`` is the special token's
+    id, or ``None`` for a fragment of plain text (which the pipeline then encodes). ``pattern`` comes
+    from :func:`special_pattern`; ``ids`` maps each text it can match to its id.
+
+    ``literal_spans`` are ``(start, end)`` ranges of untrusted text (a user's message inside a rendered
+    template): a match of a ``control`` token that overlaps one of them is not a token; the scan looks
+    again from one character later. After an id in ``rstrip`` (Phi-3's rule), ASCII whitespace belongs
+    to the token and is skipped.
+
+    >>> p = special_pattern(["<|im_end|>"])
+    >>> split_specials("hi<|im_end|>", p, {"<|im_end|>": 2})
+    [(0, 2, None), (2, 12, 2)]
+    >>> split_specials("hi<|im_end|>", p, {"<|im_end|>": 2}, control={"<|im_end|>"}, literal_spans=[(0, 12)])
+    [(0, 12, None)]
+    """
+    if pattern is None:
+        return [(0, len(text), None)] if text else []
+    out: list = []
+    pos = search = 0
+    while True:
+        m = pattern.search(text, search)
+        if m is None:
+            break
+        if literal_spans and m.group() in control and any(
+            m.start() < end and m.end() > start for start, end in literal_spans
+        ):
+            search = m.start() + 1  # inside untrusted text: not a marker; look further
+            continue
+        if m.start() > pos:
+            out.append((pos, m.start(), None))
+        tid = ids[m.group()]
+        out.append((m.start(), m.end(), tid))
+        pos = m.end()
+        if tid in rstrip:
+            while pos < len(text) and text[pos] in _ASCII_SPACE:
+                pos += 1
+        search = pos
+    if pos < len(text):
+        out.append((pos, len(text), None))
+    return out
+
+
+#: The names of the steps above, in the order lab 14 builds them.
+STEPS: tuple[str, ...] = ("load_merges", "token_bytes", "special_pattern", "split_specials")
+
+
 class Tokenizer:
     """Text <-> token ids for a GGUF model, matching llama.cpp's ids.
 
@@ -175,13 +311,21 @@ class Tokenizer:
     ``add_eos`` (what ``encode(..., add_special=True)`` adds), ``chat_template`` (``str`` or ``None``).
     """
 
+    # The lab-sized steps (module functions); ``steps=`` in the constructors replaces them for one tokenizer.
+    load_merges = staticmethod(load_merges)
+    token_bytes = staticmethod(token_bytes)
+    special_pattern = staticmethod(special_pattern)
+    split_specials = staticmethod(split_specials)
+
     # ------------------------------------------------------------------ construction
 
     @classmethod
-    def from_gguf(cls, path_or_reader) -> "Tokenizer":
+    def from_gguf(cls, path_or_reader, *, steps: Mapping[str, Any] | None = None) -> "Tokenizer":
         """Read the tokenizer of a GGUF file: a path, or an already open ``GGUFReader``.
 
         Only the metadata is used; tensors are never touched, so this works on vocab-only files.
+        ``steps`` replaces some of :data:`STEPS` by other functions of the same signature (see
+        :func:`tokenizer_from_gguf`).
         """
         if isinstance(path_or_reader, (str, os.PathLike)):
             from .gguf import GGUFReader
@@ -191,15 +335,15 @@ class Tokenizer:
         if not isinstance(metadata, Mapping):
             raise TypeError("from_gguf() takes a path or an object with a .metadata mapping "
                             f"(a GGUFReader), not {type(path_or_reader).__name__}")
-        return cls.from_metadata(metadata)
+        return cls.from_metadata(metadata, steps=steps)
 
     @classmethod
-    def from_metadata(cls, metadata: Mapping[str, Any]) -> "Tokenizer":
+    def from_metadata(cls, metadata: Mapping[str, Any], *, steps: Mapping[str, Any] | None = None) -> "Tokenizer":
         """Build from a mapping of GGUF keys (``tokenizer.ggml.model``, ``tokenizer.ggml.tokens``, ...).
 
         Every inconsistency raises :class:`~bytes2logits.errors.TokenizerError` naming the key.
         """
-        return cls(metadata)
+        return cls(metadata, steps=steps)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, *, config: str | os.PathLike | None = None) -> Tokenizer:
@@ -283,7 +427,7 @@ class Tokenizer:
         tok.chat_template = template if isinstance(template, str) else None
         return tok
 
-    def __init__(self, metadata: Mapping[str, Any]):
+    def __init__(self, metadata: Mapping[str, Any], *, steps: Mapping[str, Any] | None = None):
         """Validate the ``tokenizer.*`` keys of ``metadata`` and build the lookup tables.
 
         Prefer :meth:`from_gguf` / :meth:`from_metadata`; this does the work for both. In order: the family
@@ -291,11 +435,15 @@ class Tokenizer:
         flags and special-token ids, llama.cpp's end-of-generation and control fix-ups, the chat template.
         """
         md = metadata
+        for name, function in (steps or {}).items():
+            if name not in STEPS or not callable(function):
+                raise TypeError(f"steps: {name!r} is not one of {', '.join(STEPS)}, or is not callable")
+            setattr(self, name, function)
         model = md.get("tokenizer.ggml.model")
         family_cls = _family_class(model)
         self.model: str = model
         scores = self._read_vocabulary(md)
-        family = family_cls(md, self._tokens, self._token_to_id, scores)
+        family = family_cls(md, self._tokens, self._token_to_id, scores, load_merges=self.load_merges)
         self._family: _Family = family
         #: the ``tokenizer.ggml.pre`` value (only byte-level BPE uses it; ``"default"`` when missing there)
         self.pre: str | None = family.pre
@@ -657,45 +805,15 @@ class Tokenizer:
             texts |= set(self._control)
         elif key is not None:
             texts |= key
-        if texts:
-            # longest first, so that at one starting position the longest text wins
-            ordered = sorted(texts, key=lambda t: (-len(t), t))
-            pattern = re.compile("|".join(map(re.escape, ordered)))
-        else:
-            pattern = None
+        pattern = self.special_pattern(texts)
         self._special_patterns[key] = pattern
         return pattern
 
     def _split_special(self, text: str, allowed_special, literal_spans: tuple = ()) -> list:
         """Cut ``text`` into plain-text fragments and special tokens: ``(start, end, id)`` with ``id`` None
-        for plain text. A control token whose match overlaps one of ``literal_spans`` stays text."""
-        pattern = self._special_pattern(allowed_special)
-        if pattern is None:
-            return [(0, len(text), None)] if text else []
-        out: list = []
-        pos = search = 0
-        ids = self._special_ids
-        while True:
-            m = pattern.search(text, search)
-            if m is None:
-                break
-            if literal_spans and m.group() in self._control and any(
-                m.start() < end and m.end() > start for start, end in literal_spans
-            ):
-                search = m.start() + 1  # inside untrusted text: not a marker; look further
-                continue
-            if m.start() > pos:
-                out.append((pos, m.start(), None))
-            tid = ids[m.group()]
-            out.append((m.start(), m.end(), tid))
-            pos = m.end()
-            if tid in self._rstrip:
-                while pos < len(text) and text[pos] in _ASCII_SPACE:
-                    pos += 1
-            search = pos
-        if pos < len(text):
-            out.append((pos, len(text), None))
-        return out
+        for plain text (:func:`split_specials`). A control token overlapping ``literal_spans`` stays text."""
+        return self.split_specials(text, self._special_pattern(allowed_special), self._special_ids,
+                                   control=self._control.keys(), literal_spans=literal_spans, rstrip=self._rstrip)
 
     # ------------------------------------------------------------------ decoding
 
@@ -704,17 +822,7 @@ class Tokenizer:
         b = self._piece_bytes.get(i)
         if b is not None:
             return b
-        text = self._tokens[i]
-        ttype = self._types[i]
-        if ttype in (TokenType.CONTROL, TokenType.UNKNOWN, TokenType.USER_DEFINED):
-            b = text.encode("utf-8")
-        elif ttype == TokenType.NORMAL:
-            b = self._normal_bytes(text)  # the decoder, for one token
-        elif ttype == TokenType.BYTE:
-            m = re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", text)
-            b = bytes([int(m.group(1), 16)]) if m else text.encode("utf-8")
-        else:  # unused / undefined tokens have no text
-            b = b""
+        b = self.token_bytes(self._tokens[i], self._types[i], self._normal_bytes)
         self._piece_bytes[i] = b
         return b
 
@@ -791,23 +899,50 @@ class Tokenizer:
         """
         template = getattr(self, "_chat", None)
         if template is None:
-            from .chat import ChatTemplate
-
-            bos, eos = self.bos_token or "", self.eos_token or ""
-            if self.chat_template is None:
-                import sys
-
-                print("notice: this model has no tokenizer.chat_template; using ChatML", file=sys.stderr)
-                template = ChatTemplate.chatml(bos_token=bos, eos_token=eos or "<|im_end|>")
-            else:
-                template = ChatTemplate(self.chat_template, bos_token=bos, eos_token=eos,
-                                        name="tokenizer.chat_template")
-            self._chat = template
+            template = self._chat = chat_template_of(self)
         return template.render(messages, add_generation_prompt=add_generation_prompt, **context)
 
     def __repr__(self) -> str:
         """A one-line summary: model, pre-tokenizer and vocabulary size."""
         return f"Tokenizer(model={self.model!r}, pre={self.pre!r}, vocab_size={self.vocab_size})"
+
+
+def tokenizer_from_gguf(path_or_reader) -> Tokenizer:
+    """:meth:`Tokenizer.from_gguf`, built from the :data:`STEPS` functions defined next to this function.
+
+    In this module that is exactly ``Tokenizer.from_gguf``. In lab 14's notebook this same function finds
+    the learner's ``load_merges``, ``token_bytes``, ``special_pattern`` and ``split_specials`` instead
+    (``globals()`` is the namespace a function was defined in), so the engine's pipeline runs with them.
+    """
+    namespace = globals()
+    return Tokenizer.from_gguf(path_or_reader, steps={name: namespace[name] for name in STEPS if name in namespace})
+
+
+_CHATML_NOTICE_SHOWN = False
+
+
+def chat_template_of(tokenizer) -> "ChatTemplate":
+    """The compiled chat template of a tokenizer: its ``chat_template`` (from ``tokenizer.chat_template``).
+
+    The template sees ``bos_token`` and ``eos_token`` as the vocabulary spells them and is rendered in the
+    sandbox of :class:`~bytes2logits.engine.chat.ChatTemplate`; a template that does not compile raises
+    :class:`~bytes2logits.errors.TemplateError` naming its line, here, before any conversation. A model
+    with no template gets ChatML, and a notice on stderr says so (once per process): a guess that is
+    announced, never a silent one.
+    """
+    from .chat import ChatTemplate
+
+    bos, eos = tokenizer.bos_token or "", tokenizer.eos_token or ""
+    source = tokenizer.chat_template
+    if source is None:
+        global _CHATML_NOTICE_SHOWN
+        if not _CHATML_NOTICE_SHOWN:
+            import sys
+
+            print("notice: this model has no tokenizer.chat_template; using ChatML", file=sys.stderr)
+            _CHATML_NOTICE_SHOWN = True
+        return ChatTemplate.chatml(bos_token=bos, eos_token=eos or "<|im_end|>")
+    return ChatTemplate(source, bos_token=bos, eos_token=eos, name="tokenizer.chat_template")
 
 
 def _defer_byte_map(pre_tokenizer):
@@ -867,7 +1002,8 @@ class _Family:
     pre_tokenizer: PreTokenizerStep | None = None
     piece_map = None
 
-    def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
+    def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores, *,
+                 load_merges=load_merges):
         """Keep the vocabulary lookup and ``tokenizer.ggml.pre`` as given (only byte-level BPE uses it)."""
         pre = md.get("tokenizer.ggml.pre")
         self.pre: str | None = pre if isinstance(pre, str) else None
@@ -892,7 +1028,8 @@ class _ByteLevelBPE(_Family):
     model = "gpt2"
     piece_map = staticmethod(byte_level_map)
 
-    def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
+    def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores, *,
+                 load_merges=load_merges):
         """Read the pre-tokenizer and the merges; every printable ASCII byte must have a token."""
         super().__init__(md, tokens, token_to_id, scores)
         pre = md.get("tokenizer.ggml.pre")
@@ -902,7 +1039,7 @@ class _ByteLevelBPE(_Family):
         self.pre = pre if pre is not None else "default"
         self.pre_tokenizer = RegexSplits(spec)
         self.defaults = _Defaults(bos=11, eos=11, unk=None, sep=None, add_bos=spec.add_bos)
-        ranks = self._load_merges(md, token_to_id)
+        ranks = load_merges(md.get("tokenizer.ggml.merges"), token_to_id)
         byte_ids = {b: token_to_id.get(c) for b, c in BYTE_TO_CHAR.items()}
         self.missing_bytes = frozenset(b for b, i in byte_ids.items() if i is None)
         printable = [b for b in range(0x20, 0x7F) if b in self.missing_bytes]
@@ -910,35 +1047,6 @@ class _ByteLevelBPE(_Family):
             raise TokenizerError("tokenizer.ggml.tokens has no byte-level token for printable ASCII "
                                  f"byte(s) {', '.join(hex(b) for b in printable)}")
         self.stage = BPE(token_to_id, ranks, ignore_merges=spec.ignore_merges)
-
-    @staticmethod
-    def _load_merges(md: Mapping[str, Any], t2i: Mapping[str, int]) -> dict[str, int]:
-        """Read ``tokenizer.ggml.merges`` ("left right" strings) into a rank table.
-
-        The rank of a merge is its position in the list: lower ranks were learned earlier and are applied
-        first. The table is keyed by the merge string itself, so looking up the pair ``(a, b)`` is
-        ``ranks.get(a + " " + b)`` — byte-level vocabularies never contain a real space (it is ``"Ġ"``).
-        """
-        merges = md.get("tokenizer.ggml.merges")
-        if not isinstance(merges, (list, tuple)):
-            raise TokenizerError("tokenizer.ggml.merges is missing or not a list of strings "
-                                 "(byte-level BPE needs its merge rules)")
-        # Fast check first (C-level joins and set operations); the slow loop only runs to name the culprit.
-        ok = set(map(type, merges)) <= {str}
-        if ok:
-            parts = " ".join(merges).split(" ")
-            ok = len(parts) == 2 * len(merges) and t2i.keys() >= set(parts)
-        if not ok:
-            for i, m in enumerate(merges):
-                if not isinstance(m, str):
-                    raise TokenizerError(f"tokenizer.ggml.merges[{i}] is {type(m).__name__}, not a string")
-                left, sep, right = m.partition(" ")
-                if not sep or " " in right or left not in t2i or right not in t2i:
-                    raise TokenizerError(f"tokenizer.ggml.merges[{i}] = {m!r} is not two vocabulary entries "
-                                         "separated by one space")
-        n = len(merges)
-        # the first occurrence of a duplicate rule wins, as in llama.cpp
-        return dict(zip(reversed(merges), range(n - 1, -1, -1)))
 
     def normal_bytes(self, text: str) -> bytes:
         """Each character back through :data:`~bytes2logits.text.CHAR_TO_BYTE`; others are themselves."""
@@ -952,7 +1060,7 @@ class _SentencePieceBPE(_Family):
     defaults = _Defaults(bos=1, eos=2, unk=0, sep=None, add_bos=True)
     space_prefix = True
 
-    def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
+    def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores, **_):
         """Missing scores count as 0; the 256 byte-fallback tokens ``<0x00>``..``<0xFF>`` must exist."""
         super().__init__(md, tokens, token_to_id, scores)
         self.stage = SentencePieceBPE(token_to_id, [0.0] * len(tokens) if scores is None else scores)
@@ -974,7 +1082,7 @@ class _WordPiece(_Family):
     bos_by_flag = False
     pre_tokenizer = LlamaCppBertWords()
 
-    def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores):
+    def __init__(self, md: Mapping[str, Any], tokens: list[str], token_to_id: dict[str, int], scores, **_):
         """Read the normalizer flags (lowercase, strip accents)."""
         super().__init__(md, tokens, token_to_id, scores)
         lowercase = _flag(md, "tokenizer.ggml.normalizer.lowercase", True)

@@ -348,3 +348,24 @@ def test_summary_escapes_control_characters(write):
     data = build([("evil\x1b[2Jkey", ValueType.STRING, "v\x1b]0;x\x07")])
     text = format_summary(GGUFReader(write(data)))
     assert "\x1b" not in text and "\\x1b" in text
+
+
+def test_section_functions_read_a_bytes_buffer(write):
+    """The reader's sections are functions of a buffer: the same results on bytes as GGUFReader on a file."""
+    from bytes2logits.engine import gguf as g
+
+    data = every_type_file()
+    c = g.Cursor(data, len(data))
+    version, n_tensors, n_kv = g.read_header(c)
+    metadata, types = g.read_metadata(c, n_kv)
+    alignment = g.read_alignment(metadata, types)
+    infos = g.read_tensor_infos(c, n_tensors, alignment)
+    tensors = g.place_tensors(infos, -(-c.pos // alignment) * alignment, len(data))
+    with GGUFReader(write(data)) as r:
+        assert (version, list(metadata), types) == (r.version, list(r.metadata), r.value_types)
+        assert tensors == r.tensors
+        for name, info in tensors.items():
+            view = g.tensor_array(data, info)
+            assert np.array_equal(view, r.tensor(name)) and not view.flags.writeable
+            assert g.tensor_array(data, info, raw=True).nbytes == info.nbytes
+    assert [i.at for i in infos] == sorted(i.at for i in infos) and infos[0].name == "a"

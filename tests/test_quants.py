@@ -429,3 +429,128 @@ def test_fake_quantize_errors():
         fake_quantize(np.zeros(256, np.float32), GGMLType.IQ2_XS)
     with pytest.raises(GGUFError, match="does not support ggml type F16"):
         quantize_activation(np.zeros(256, np.float32), GGMLType.F16)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# weight quantization: quantize() against gguf-py's reference quantizers
+
+QUANTIZE_TYPES = sorted(quants.QUANTIZE_TYPES)
+
+
+def weights(seed: int, rows: int = 24, cols: int = 256) -> np.ndarray:
+    """Rows at very different scales, an all-zero block, a constant block, ties and a lone spike."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    x *= np.float32(10.0) ** rng.integers(-6, 4, size=(rows, 1)).astype(np.float32)
+    x[0, :32] = 0
+    x[1, :32] = 0.75
+    x[2] = np.round(x[2] * 8) / 8
+    x[3, 40] = 1e3
+    x[4, :32] = -x[4, :32].__abs__()  # a block whose largest magnitude is negative
+    x[5, :32] = np.float32(1e-41)  # subnormal float32 values: d rounds to fp16 zero
+    return x
+
+
+@pytest.mark.parametrize("ggml_type", QUANTIZE_TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("seed", range(3))
+def test_quantize_bit_exact_with_gguf_py(ggml_type, seed):
+    x = weights(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # ours never warns
+        ours = quants.quantize(x, ggml_type)
+    with np.errstate(all="ignore"):  # gguf-py warns on the subnormal row (1/d overflows)
+        theirs = gguf_quantize(x, gguf.GGMLQuantizationType(int(ggml_type))).reshape(-1)
+    assert ours.dtype == np.uint8 and ours.shape == theirs.shape
+    diff = np.flatnonzero(ours != theirs)
+    assert diff.size == 0, f"{ggml_type.name}: first differing byte {diff[:1]} of {ours.size}"
+
+
+@pytest.mark.parametrize("ggml_type", QUANTIZE_TYPES, ids=lambda t: t.name)
+def test_quantize_error_follows_from_the_format(ggml_type):
+    """Round trip error per block: at most half a step (d/2) plus what fp16 rounding of d and m adds.
+
+    Q4_0/Q5_0 put the value of largest magnitude exactly on the end of the range with the extra step
+    (-8 of -8..7), so a value at the *other* extreme is clipped: up to a whole step there.
+    Rows are kept where every scale is a normal fp16 number (see the test below for tiny blocks).
+    """
+    x = weights(7)[6:]
+    x = x[np.abs(x).max(axis=1) > 1]  # ordinary rows only
+    y = dequantize(quants.quantize(x, ggml_type), ggml_type, x.shape)
+    xb, yb = x.reshape(-1, 32).astype(np.float64), y.reshape(-1, 32).astype(np.float64)
+    levels = {GGMLType.Q8_0: 127, GGMLType.Q4_0: 8, GGMLType.Q5_0: 16, GGMLType.Q4_1: 15, GGMLType.Q5_1: 31}
+    if ggml_type in (GGMLType.Q4_1, GGMLType.Q5_1):
+        step = (xb.max(axis=1) - xb.min(axis=1)) / levels[ggml_type]
+    else:
+        step = np.abs(xb).max(axis=1) / levels[ggml_type]
+    clipped = ggml_type in (GGMLType.Q4_0, GGMLType.Q5_0)
+    # half a step (a whole one where clipping can happen), plus fp16's relative error (2**-11) on d times
+    # the largest quant, and on m
+    bound = step * (1.0 if clipped else 0.5) + np.abs(xb).max(axis=1) * 2.0**-10
+    err = np.abs(xb - yb).max(axis=1)
+    assert np.all(err <= bound), f"{ggml_type.name}: worst block error {err.max()} over bound {bound[err.argmax()]}"
+
+
+def test_quantize_extremes():
+    x = weights(1)
+    q = quants.quantize(x, GGMLType.Q8_0).reshape(-1, 34)
+    qs = q[:, 2:].view(np.int8)
+    assert not q[0].any(), "an all-zero block is all zero bytes"
+    nonzero = np.abs(x.reshape(-1, 32)).max(axis=1) > 1e-30
+    assert np.all(np.abs(qs[nonzero]).max(axis=1) == 127), "the largest magnitude of a block becomes ±127"
+    q4 = quants.quantize(x, GGMLType.Q4_0).reshape(-1, 18)
+    low = dequantize(q4, GGMLType.Q4_0, (q4.shape[0], 32))
+    assert np.isclose(low[4 * 8].min(), x[4, :32].min(), rtol=1e-3), "Q4_0 puts the signed maximum on -8 exactly"
+
+
+def test_quantize_flushes_blocks_whose_scale_fp16_cannot_hold():
+    """As in ggml: a block so small that d underflows fp16 is stored with d = 0, i.e. as zeros."""
+    x = np.full((1, 32), 1e-6, np.float32)
+    q = quants.quantize(x, GGMLType.Q8_0)
+    assert q[:2].view(np.float16)[0] == 0 and not dequantize(q, GGMLType.Q8_0, x.shape).any()
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.float32("nan"), "x[1, 3] = nan is not a finite number"),
+    (np.float32("inf"), "x[1, 3] = inf is not a finite number"),
+])  # fmt: skip
+def test_quantize_refuses_non_finite_values(bad, message):
+    x = np.zeros((2, 32), np.float32)
+    x[1, 3] = bad
+    with pytest.raises(GGUFError, match=message.replace("[", r"\[")):
+        quants.quantize(x, GGMLType.Q8_0)
+
+
+def test_quantize_refuses_scales_fp16_cannot_hold():
+    x = np.ones((2, 64), np.float32)
+    x[1, 40] = 1e7
+    with pytest.raises(GGUFError, match=r"row 1, columns 32\.\.63 is larger than fp16"):
+        quants.quantize(x, GGMLType.Q8_0)
+    x = np.full((1, 32), -1e5, np.float32)
+    x[0, 0] = -1e5 + 1
+    with pytest.raises(GGUFError, match="min m of the Q4_1 block"):
+        quants.quantize(x, GGMLType.Q4_1)
+
+
+def test_quantize_refuses_shapes_and_types():
+    with pytest.raises(GGUFError, match="not a multiple of 32"):
+        quants.quantize(np.zeros((2, 48), np.float32), GGMLType.Q8_0)
+    with pytest.raises(GGUFError, match="does not support ggml type Q4_K"):
+        quants.quantize(np.zeros(256, np.float32), GGMLType.Q4_K)
+    with pytest.raises(GGUFError, match="not a multiple of 32"):
+        quants.quantize(np.float32(1.0), GGMLType.Q8_0)
+
+
+def test_dequantize_finds_a_replaced_kernel_by_name(monkeypatch):
+    """The dispatcher looks the kernel up by name when it runs (lab 15 relies on this)."""
+    calls = []
+
+    def fake(blocks, out):
+        calls.append(blocks.shape)
+        out[:] = 7
+
+    monkeypatch.setattr(quants, "dequant_q8_0", fake)
+    y = dequantize(np.zeros(34, np.uint8), GGMLType.Q8_0, (32,))
+    assert calls == [(1, 34)] and np.all(y == 7)
+    monkeypatch.delattr(quants, "dequant_q8_0")
+    with pytest.raises(GGUFError, match=r"no kernel for Q8_0: define dequant_q8_0\(blocks, out\)"):
+        dequantize(np.zeros(34, np.uint8), GGMLType.Q8_0, (32,))

@@ -319,3 +319,86 @@ def test_qwen2_loads_fast():
     elapsed = time.perf_counter() - t
     assert tok.vocab_size == 151936
     assert elapsed < 2.0, f"building the Qwen2 tokenizer took {elapsed:.2f}s"
+
+
+# ---------------------------------------------------------------------- the lab-sized steps (lab 14)
+
+def test_steps_replace_the_pipelines_functions_for_one_tokenizer():
+    """steps= swaps a step for one tokenizer; the class and other tokenizers keep the module's."""
+    from bytes2logits.engine import tokenizer as tk
+
+    seen = []
+
+    def spy(text, pattern, ids, **kw):
+        seen.append(text)
+        return tk.split_specials(text, pattern, ids, **kw)
+
+    tok = Tokenizer.from_metadata(tiny_metadata(), steps={"split_specials": spy})
+    plain = Tokenizer.from_metadata(tiny_metadata())
+    assert tok.encode("hello<think>", allowed_special="all") == plain.encode("hello<think>", allowed_special="all")
+    assert seen == ["hello<think>"] and Tokenizer.split_specials is tk.split_specials
+    with pytest.raises(TypeError, match="'encode' is not one of load_merges"):
+        Tokenizer.from_metadata(tiny_metadata(), steps={"encode": spy})
+
+
+def test_tokenizer_from_gguf_takes_the_steps_of_its_own_namespace():
+    """Defined in another namespace (a lab notebook), tokenizer_from_gguf uses that namespace's steps."""
+    import inspect
+
+    from bytes2logits.engine import tokenizer as tk
+
+    calls = []
+    namespace = {"Tokenizer": Tokenizer, "STEPS": tk.STEPS,
+                 "load_merges": lambda merges, t2i: calls.append(len(merges)) or tk.load_merges(merges, t2i)}
+    exec(inspect.getsource(tk.tokenizer_from_gguf), namespace)
+    tok = namespace["tokenizer_from_gguf"](vocab_path("gpt-2"))
+    assert calls and tok.encode("Hello world") == tk.tokenizer_from_gguf(vocab_path("gpt-2")).encode("Hello world")
+
+
+def test_load_merges_keeps_the_first_rank_and_names_bad_entries():
+    from bytes2logits.engine.tokenizer import load_merges
+
+    t2i = {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4}
+    assert load_merges(["a b", "b c", "a b"], t2i) == {"a b": 0, "b c": 1}
+    for bad, what in [(["a b", "a  b"], "merges[1]"), (["a b", "a x"], "merges[1]"), (["a b", 3], "merges[1] is int"),
+                      (["ab"], "merges[0]")]:
+        with pytest.raises(TokenizerError, match=what.replace("[", r"\[")):
+            load_merges(bad, t2i)
+    with pytest.raises(TokenizerError, match="missing or not a list"):
+        load_merges(None, t2i)
+
+
+def test_token_bytes_by_type():
+    from bytes2logits.engine.tokenizer import token_bytes
+
+    assert token_bytes("<0x0A>", TokenType.BYTE) == b"\n"
+    assert token_bytes("<|im_end|>", TokenType.CONTROL) == b"<|im_end|>"
+    assert token_bytes("\u2581de", TokenType.NORMAL) == b" de"
+    assert token_bytes("\u0120de", TokenType.NORMAL, lambda t: t.replace("\u0120", " ").encode()) == b" de"
+    assert token_bytes("<unused0>", TokenType.UNUSED) == b""
+
+
+def test_split_specials_earliest_then_longest_and_literal_spans():
+    from bytes2logits.engine.tokenizer import special_pattern, split_specials
+
+    ids = {"<a>": 1, "<a><b>": 2, "<b>": 3}
+    p = special_pattern(ids)
+    assert split_specials("x<a><b>y<b>", p, ids) == [(0, 1, None), (1, 7, 2), (7, 8, None), (8, 11, 3)]
+    # a control match that overlaps untrusted text is not a token; a later one is
+    got = split_specials("<a><b>", p, ids, control=set(ids), literal_spans=[(0, 2)])
+    assert got == [(0, 3, None), (3, 6, 3)]
+    assert special_pattern([]) is None and split_specials("", None, {}) == []
+
+
+def test_chat_prompt_ids_are_llama_cpps(smol):
+    """The manifest's prompts: the ids llama.cpp evaluated, from the template in the file."""
+    import json
+    from pathlib import Path
+
+    from bytes2logits.engine.session import chat_prompt_ids
+
+    manifest = json.loads((Path(__file__).parent / "fixtures/parity/manifest.json").read_text())
+    prompts = manifest["smollm2"]["prompts"]
+    assert prompts
+    for p in prompts:
+        assert chat_prompt_ids(smol, p["messages"]) == p["ids"], p["name"]

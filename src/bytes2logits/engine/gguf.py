@@ -247,6 +247,7 @@ class Cursor:
     """
 
     def __init__(self, buf, size: int):
+        """Start at byte 0 of ``buf``, which holds ``size`` bytes."""
         self.buf = buf
         self.size = size
         self.pos = 0

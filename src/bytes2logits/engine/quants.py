@@ -624,7 +624,9 @@ def quantize(x, ggml_type) -> np.ndarray:
 
     Returns:
         A flat uint8 array of ``x.size / 32 * bytes_per_block`` bytes; ``dequantize(result, ggml_type,
-        x.shape)`` reads it back. Bit for bit what gguf-py's ``gguf.quants.quantize`` writes.
+        x.shape)`` reads it back. Bit for bit what gguf-py's ``gguf.quants.quantize`` writes. As in
+        ggml, a block so small that its scale underflows fp16 (``max|x| / 127`` below about 6e-8 for
+        Q8_0) is stored with ``d = 0``, i.e. as zeros.
 
     Raises:
         GGUFError: for another type, a row that is not a whole number of blocks, or a NaN or infinity
@@ -648,7 +650,9 @@ def quantize(x, ggml_type) -> np.ndarray:
     quantizer = globals()[f"quantize_{t.name.lower()}"]
     out = np.empty((blocks.shape[0], GGML_BLOCK_SIZES[t][1]), dtype=np.uint8)
     step = _CHUNK_VALUES // 32
-    with np.errstate(over="ignore"):  # a scale too big for fp16 becomes inf; it is found just below
+    # A scale too big for fp16 becomes inf (found just below); a block of subnormal floats has 1/d = inf,
+    # whose quants ggml leaves undefined, but its fp16 d is 0, so it reads back as zeros either way.
+    with np.errstate(over="ignore", invalid="ignore"):
         for start in range(0, blocks.shape[0], step):
             out[start : start + step] = quantizer(blocks[start : start + step])
     n_halves = 2 if t in (GGMLType.Q4_1, GGMLType.Q5_1) else 1  # d, or d and m

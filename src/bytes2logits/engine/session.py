@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
+from ..errors import TokenizerError
 from .checks import check_context
 from .tokenizer import chat_template_of
 
@@ -28,8 +29,6 @@ def message_spans(tokenizer, messages: list[dict], text: str) -> list[tuple[int,
     placeholders' positions are the contents' spans. A template that rewrites message text (so the
     check fails) while a message carries marker text is refused with a :class:`TokenizerError`.
     """
-    from ..errors import TokenizerError
-
     markers = tuple(tokenizer.special_tokens)
     risky = [i for i, m in enumerate(messages)
              if isinstance(m.get("content"), str) and any(t in m["content"] for t in markers)]

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -46,6 +47,7 @@ import numpy as np
 
 from ..errors import TokenizerError
 from ..text import BYTE_TO_CHAR
+from .chat import ChatTemplate
 from .decoders import Decoder, StreamDecoder, byte_level_bytes
 from .models import BPE, Model, SentencePieceBPE, WordPiece
 from .normalizers import LlamaCppBert, Normalizer, NormalizerSequence, Prepend, Replace
@@ -918,29 +920,19 @@ def tokenizer_from_gguf(path_or_reader) -> Tokenizer:
     return Tokenizer.from_gguf(path_or_reader, steps={name: namespace[name] for name in STEPS if name in namespace})
 
 
-_CHATML_NOTICE_SHOWN = False
-
-
-def chat_template_of(tokenizer) -> "ChatTemplate":
+def chat_template_of(tokenizer) -> ChatTemplate:
     """The compiled chat template of a tokenizer: its ``chat_template`` (from ``tokenizer.chat_template``).
 
     The template sees ``bos_token`` and ``eos_token`` as the vocabulary spells them and is rendered in the
     sandbox of :class:`~bytes2logits.engine.chat.ChatTemplate`; a template that does not compile raises
     :class:`~bytes2logits.errors.TemplateError` naming its line, here, before any conversation. A model
-    with no template gets ChatML, and a notice on stderr says so (once per process): a guess that is
-    announced, never a silent one.
+    with no template gets ChatML, and a notice on stderr says so: a guess that is announced, never a
+    silent one.
     """
-    from .chat import ChatTemplate
-
     bos, eos = tokenizer.bos_token or "", tokenizer.eos_token or ""
     source = tokenizer.chat_template
     if source is None:
-        global _CHATML_NOTICE_SHOWN
-        if not _CHATML_NOTICE_SHOWN:
-            import sys
-
-            print("notice: this model has no tokenizer.chat_template; using ChatML", file=sys.stderr)
-            _CHATML_NOTICE_SHOWN = True
+        print("notice: this model has no tokenizer.chat_template; using ChatML", file=sys.stderr)
         return ChatTemplate.chatml(bos_token=bos, eos_token=eos or "<|im_end|>")
     return ChatTemplate(source, bos_token=bos, eos_token=eos, name="tokenizer.chat_template")
 

@@ -74,9 +74,10 @@ __all__ = [
     "quantize_activation",
 ]
 
-# Blocks processed per step: about 32K values, i.e. a 128 KB float32 output and ~32 KB of uint8 scratch,
-# small enough to stay in the L2 cache, big enough that NumPy's per-call overhead does not matter.
-_CHUNK_VALUES = 1 << 15
+# Blocks processed per step: about 128K values, i.e. a 512 KB float32 output and ~128 KB of uint8 scratch,
+# small enough to stay in the L2 cache (2 MB per core here), big enough that NumPy's per-call overhead
+# (a K-quant kernel makes about twenty calls) does not matter. 32K values was measured 10-40% slower.
+_CHUNK_VALUES = 1 << 17
 
 _F16 = np.dtype("<f2")
 _F32 = np.dtype("<f4")
@@ -127,14 +128,13 @@ def _crumbs(qs: np.ndarray, n_groups: int) -> np.ndarray:
     return out
 
 
-def _bits(mask: np.ndarray, n_bits: int) -> np.ndarray:
-    """Bit ``b`` of each of the 32 bytes of ``mask`` as 0/1, shape (n, n_bits, 32): [block, bit, byte]."""
+def _bit_planes(mask: np.ndarray) -> np.ndarray:
+    """Bit ``b`` of each of the 32 bytes of ``mask`` as 0/1, shape (n, 8, 32): [block, bit, byte].
+
+    One ``np.unpackbits`` call (bits of each byte, lowest first) and a transposed view of its result.
+    """
     n = mask.shape[0]
-    out = np.empty((n, n_bits, 32), dtype=np.uint8)
-    for b in range(n_bits):
-        np.right_shift(mask, np.uint8(b), out=out[:, b, :])
-    out &= np.uint8(1)
-    return out
+    return np.unpackbits(mask, axis=1, bitorder="little").reshape(n, 32, 8).transpose(0, 2, 1)
 
 
 def _scale_min_k4(scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -271,19 +271,18 @@ def dequant_q3_k(blocks: np.ndarray, out: np.ndarray) -> None:
     sc = np.empty((n, 16), dtype=np.uint8)
     np.bitwise_and(scales[:, :8], np.uint8(0x0F), out=sc[:, :8])
     np.right_shift(scales[:, :8], np.uint8(4), out=sc[:, 8:])
-    for k in range(4):
-        sc[:, 4 * k : 4 * k + 4] |= ((scales[:, 8:12] >> np.uint8(2 * k)) & np.uint8(3)) << np.uint8(4)
+    # bits (n, byte j, pair k, 2): the top two bits of scale 4k + j are bits 2k, 2k+1 of byte 8 + j
+    top = np.unpackbits(scales[:, 8:12], axis=1, bitorder="little").reshape(n, 4, 4, 2)
+    top2 = top[..., 0] | (top[..., 1] << np.uint8(1))  # (n, j, k)
+    sc.reshape(n, 4, 4)[:] |= top2.transpose(0, 2, 1) << np.uint8(4)
     sc -= np.uint8(32)  # as int8: s - 32
     dl = np.multiply(d, sc.view(np.int8), dtype=np.float32)[:, :, None]  # (n, 16, 1)
 
     q = _crumbs(blocks[:, 32:96], 2).reshape(n, 8, 32)
-    h = _bits(hmask, 8)
-    h <<= np.uint8(2)
-    q |= h
+    q += _bit_planes(hmask) << np.uint8(2)
     q -= np.uint8(4)  # lo + 4h - 4 = lo - 4(1-h), as int8 in -4..3
     o = out.reshape(n, 16, 16)
-    np.copyto(o, q.view(np.int8).reshape(n, 16, 16))
-    np.multiply(dl, o, out=o)
+    np.multiply(dl, q.view(np.int8).reshape(n, 16, 16), out=o, dtype=np.float32)
 
 
 def _four_bit_k(qs: np.ndarray) -> np.ndarray:
@@ -331,9 +330,7 @@ def dequant_q5_k(blocks: np.ndarray, out: np.ndarray) -> None:
     dl = np.multiply(d, sc, dtype=np.float32)[:, :, None]
     ml = np.multiply(dmin, mn, dtype=np.float32)[:, :, None]
     q = _four_bit_k(blocks[:, 48:176])
-    h = _bits(blocks[:, 16:48], 8)
-    h <<= np.uint8(4)
-    q |= h
+    q |= _bit_planes(blocks[:, 16:48]) << np.uint8(4)
     o = out.reshape(n, 8, 32)
     np.copyto(o, q)
     np.multiply(dl, o, out=o)
@@ -473,14 +470,16 @@ def dequantize(raw, ggml_type, shape) -> np.ndarray:
             f"bytes for {per_block} values each), got {data.size}"
         )
 
+    if t == GGMLType.F16:  # IEEE widening; one astype is faster than copyto into a fresh array
+        wide = data.view(_F16).astype(np.float32)
+        wide.shape = shape  # in place: the result owns its data, as every other type's does
+        return wide
     out = np.empty(shape, dtype=np.float32)
     flat = out.reshape(-1)
     if n == 0:
         return out
     if t == GGMLType.F32:
         np.copyto(flat, data.view(_F32))
-    elif t == GGMLType.F16:
-        np.copyto(flat, data.view(_F16))  # the same IEEE widening as .astype(np.float32)
     elif t == GGMLType.BF16:
         # a bf16 is the top half of a float32: widen the 16 bits to 32 and shift them up
         bits = flat.view(np.uint32)

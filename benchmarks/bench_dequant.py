@@ -6,8 +6,11 @@ interleaved so that a busy machine slows both sides alike, taking the best of a 
 * every tensor of the SmolLM2 GGUF file (Q8_0, Q4_1 and F32), as one total;
 * a synthetic tensor of every supported type (4M values each by default, fp16 scales kept finite).
 
-It prints a table of throughputs in million values per second and ends with exactly one line
-``ratio dequant_vs_gguf_py: <ours / gguf-py speed on the SmolLM2 total>``. A bench runner can import the
+It prints a table of throughputs in million values per second, and for each type the rate at which
+float32 output is written (GB/s) as a share of this machine's memory-copy bandwidth measured in the same
+run (``np.copyto`` of 256 MB, best of the repeats): a dequantizer can at best write as fast as memory
+copies. Rows marked ``*`` are the types of lab 15, whose reference answers are these very kernels. It ends
+with exactly one line ``ratio dequant_vs_gguf_py: <ours / gguf-py speed on the SmolLM2 total>``. A bench runner can import the
 file and call :func:`main`, which returns the figures as a dict.
 
 Note: for F32, gguf-py returns a view of the input bytes while ``dequantize`` returns a fresh, writable
@@ -130,11 +133,27 @@ def bench_synthetic(n_values: int, repeats: int, seed: int = 0) -> dict[str, dic
     return results
 
 
-def _row(name: str, r: dict) -> str:
-    return (
+#: The types whose kernels lab 15 has a learner write (its answers are generated from these kernels).
+LAB15_TYPES = frozenset({"Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"})
+
+
+def copy_bandwidth(repeats: int, n_bytes: int = 256 << 20) -> float:
+    """This machine's memory-copy bandwidth in GB/s (read + write counted once each: 2 bytes per byte)."""
+    src = np.ones(n_bytes // 4, dtype=np.float32)
+    dst = np.empty_like(src)
+    best = min(_time(lambda: np.copyto(dst, src)) for _ in range(max(3, repeats)))
+    return 2 * n_bytes / best / 1e9
+
+
+def _row(name: str, r: dict, bandwidth: float | None = None) -> str:
+    line = (
         f"{name:<14} {r['values'] / 1e6:>9.1f} {r['ours_mvalues_per_s']:>11.0f} "
         f"{r['gguf_py_mvalues_per_s']:>11.0f} {r['ratio']:>7.2f}"
     )
+    if bandwidth:
+        written = r["ours_mvalues_per_s"] * 4e6 / 1e9  # float32 output, GB/s
+        line += f" {written:>8.2f} {written / bandwidth:>8.0%}"
+    return line
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -151,16 +170,21 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     with np.errstate(all="ignore"):
+        bandwidth = copy_bandwidth(args.repeats)
         smol = bench_smollm2(args.repeats)
         synth = bench_synthetic(int(args.values * 1e6), args.repeats) if args.values > 0 else {}
 
-    print(f"{'tensor':<14} {'M values':>9} {'ours M/s':>11} {'gguf-py M/s':>11} {'ratio':>7}")
+    print(f"memory copy on this machine: {bandwidth:.1f} GB/s (np.copyto of 256 MB, read + write)")
+    print(f"{'tensor':<14} {'M values':>9} {'ours M/s':>11} {'gguf-py M/s':>11} {'ratio':>7} {'out GB/s':>8} "
+          f"{'of copy':>8}")
     if smol is None:
         print("SmolLM2        (not fetched: python -m bytes2logits.assets fetch smollm2)")
     else:
-        print(_row(f"SmolLM2 ({smol['tensors']})", smol))
+        print(_row(f"SmolLM2 ({smol['tensors']})", smol, bandwidth))
     for name, r in synth.items():
-        print(_row(name, r))
+        print(_row(name + (" *" if name in LAB15_TYPES else ""), r, bandwidth))
+    print("* lab 15's types: the lab's reference answers are these kernels. F32/F16/BF16 have no kernel: both "
+          "sides run one NumPy cast (gguf-py returns F32 as a view, no copy at all).")
 
     if smol is not None:
         ratio = smol["ratio"]
@@ -169,7 +193,8 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         ratio = float("nan")
     print(f"ratio dequant_vs_gguf_py: {ratio:.2f}")
-    return {"smollm2": smol, "synthetic": synth, "ratio_dequant_vs_gguf_py": round(ratio, 2)}
+    return {"smollm2": smol, "synthetic": synth, "copy_gb_per_s": bandwidth,
+            "ratio_dequant_vs_gguf_py": round(ratio, 2)}
 
 
 if __name__ == "__main__":

@@ -845,8 +845,9 @@ class Tokenizer:
         """Decode ids to text; each invalid UTF-8 stretch becomes U+FFFD.
 
         ``skip_special=True`` leaves out control and unknown tokens (``<s>``, ``<|im_end|>``).
-        A GGUF SentencePiece vocabulary keeps the space that ``add_space_prefix`` put in front, as llama.cpp
-        does; a tokenizer.json decoder (Metaspace, WordPiece, ByteFallback ...) is applied as Hugging Face
+        A GGUF SentencePiece vocabulary keeps the space that ``add_space_prefix`` put in front, as
+        llama.cpp's ``token_to_piece`` does (its whole-text ``llama_detokenize`` strips that one space from
+        the first token); a tokenizer.json decoder (Metaspace, WordPiece, ByteFallback ...) is applied as Hugging Face
         ``tokenizers`` applies it.
         """
         if self._decoder is None:

@@ -308,3 +308,25 @@ def test_scan_flags_a_verbatim_copy_but_not_the_same_logic_in_other_words():
         "comments and docstrings are not a change"
     edited = copy.replace("def train_bpe(", "def _helper():\n    return None\n\n\ndef train_bpe(", 1)
     assert not scan_cells(LAB03, [(5, edited, "train_bpe")])
+
+
+def test_given_functions_run_in_the_worker_with_the_learners_code():
+    """A given function that calls a learner's function by name must run where that function is (lab 15's
+    dequantize finds the learner's kernels): only NamedTuples and constants of the lab come from the package."""
+    from typing import NamedTuple
+
+    class Pair(NamedTuple):
+        a: int
+        b: int
+
+    def twice(x):  # "given": calls the learner's `step` by name
+        return step(x) * 2  # noqa: F821
+
+    source = "def twice(x):\n    return step(x) * 2\n\ndef step(x):\n    return x + 1000\n"
+    sub = Submission([(0, source)], call_seconds=3)
+    try:
+        impl = RemoteImplementation(sub, "test code", given={"twice": twice, "Pair": Pair, "LIMIT": 7})
+        assert impl.twice(1) == 2002, "the learner's step ran, in the worker"
+        assert impl.Pair is Pair and impl.LIMIT == 7
+    finally:
+        sub.close()

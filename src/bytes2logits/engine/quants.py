@@ -39,8 +39,10 @@ part of the format: for Q4_K it is ``d1 = d * s``, ``m1 = dmin * m``, then ``d1 
 separate float32 operation. In fact every *product* here is exact in float32 (an 11-bit fp16 significand
 times integers of at most 13 bits in total fits in 24 bits), so the one rounding step is the final
 ``- m1`` (or ``+ m`` for Q4_1/Q5_1). What must not change is therefore: no fused multiply-add (NumPy never
-fuses), the operand order (when both sides are NaN, the first operand's NaN comes out, so ``m + d*q``
-gives different NaN bits from ``d*q + m``), and the sign of zeros (``-(m1 - d1*q)`` turns +0 into -0).
+fuses), the operand order (when both sides are NaN, the CPU returns the first operand's NaN, so
+``m + d*q`` gives different NaN bits from ``d*q + m``; NumPy keeps that in its loops over whole arrays,
+though a broadcast over a single block can return the other one, so gguf-py agrees only because it uses
+the same layout), and the sign of zeros (``-(m1 - d1*q)`` turns +0 into -0).
 
 **Speed and memory.** Every kernel works on all blocks at once (a Python loop runs only over the few
 positions inside a block); big tensors are processed a chunk of blocks at a time so that the uint8/int8

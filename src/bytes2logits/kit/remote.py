@@ -250,15 +250,17 @@ class Submission:
 class RemoteImplementation:
     """``impl`` for a trusted grading run: the learner's names, reached in the worker.
 
-    Names the lab *gives* (the instructor's set-up cell defines them, identically to the package) are
-    the package's own objects here, so that a test can build the lab's NamedTuples and helpers in the
-    grader. Everything else is looked up in the worker.
+    Of the names the lab *gives* (the instructor's set-up cell defines them, identically to the package),
+    the NamedTuple classes and plain constants are the package's own objects here, so that a test can build
+    the lab's records in the grader. Everything else, given functions and classes included, is looked up in
+    the worker: a given function may call the learner's code by name (lab 15's ``dequantize`` finds the
+    learner's kernels, lab 13's ``GGUFReader`` their section readers), so it must run where that code is.
     """
 
     def __init__(self, submission: Submission, origin: str, given: dict | None = None):
         self._submission = submission
         self._origin = origin
-        self._given = dict(given or {})
+        self._given = {name: value for name, value in (given or {}).items() if _served_here(value)}
         self._cache: dict[str, tuple[int, object]] = {}
 
     def __getattr__(self, name: str):
@@ -285,6 +287,13 @@ class RemoteImplementation:
 
     def __repr__(self) -> str:
         return f"<implementation from {self._origin}, in a sandboxed worker>"
+
+
+def _served_here(value) -> bool:
+    """Whether a given name is taken from the package in the grader: NamedTuple classes and plain data."""
+    if isinstance(value, type):
+        return issubclass(value, tuple) and hasattr(value, "_fields")
+    return not callable(value)
 
 
 def _rebuild_named(given: dict, name: str, fields: tuple, values: tuple):

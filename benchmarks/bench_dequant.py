@@ -9,9 +9,9 @@ interleaved so that a busy machine slows both sides alike, taking the best of a 
 It prints a table of throughputs in million values per second, and for each type the rate at which
 float32 output is written (GB/s) as a share of this machine's memory-copy bandwidth measured in the same
 run (``np.copyto`` of 256 MB, best of the repeats): a dequantizer can at best write as fast as memory
-copies. Rows marked ``*`` are the types of lab 15, whose reference answers are these very kernels. It ends
-with exactly one line ``ratio dequant_vs_gguf_py: <ours / gguf-py speed on the SmolLM2 total>``. A bench runner can import the
-file and call :func:`main`, which returns the figures as a dict.
+copies. Rows marked ``*`` are the types of lab 15, whose reference answers are these very kernels. It
+ends with exactly one line ``ratio dequant_vs_gguf_py: <ours / gguf-py speed on the SmolLM2 total>``.
+A bench runner can import the file and call :func:`main`, which returns the figures as a dict.
 
 Note: for F32, gguf-py returns a view of the input bytes while ``dequantize`` returns a fresh, writable
 copy, so that row of the table compares a copy with no work at all.

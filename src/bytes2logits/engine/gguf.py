@@ -240,10 +240,10 @@ class Cursor:
         >>> c = Cursor(b"\\x03\\x00\\x00\\x00", 4)
         >>> c.u32("version"), c.pos
         (3, 4)
-        >>> c.u64("tensor count")
+        >>> c.u64("tensor count")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        bytes2logits.errors.GGUFError: tensor count at byte offset 4 needs 8 bytes but only 0 remain (file is 4 bytes: truncated or corrupt)
+        bytes2logits.errors.GGUFError: tensor count at byte offset 4 needs 8 bytes but only 0 remain ...
     """
 
     def __init__(self, buf, size: int):
@@ -405,7 +405,7 @@ def read_string_array(c: Cursor, key: str, n: int) -> list[str]:
             c.pos = pos
             c.need(length, f"element {i} of {key!r} ({length} bytes)")
         try:
-            out[i] = buf[pos : pos + length].decode("utf-8")
+            out[i] = str(buf[pos : pos + length], "utf-8")  # bytes, mmap and memoryview slices alike
         except UnicodeDecodeError as e:
             raise GGUFError(
                 f"element {i} of {key!r} at byte offset {pos - 8} is not valid UTF-8 ({e.reason} at byte {e.start})"
@@ -487,9 +487,11 @@ def read_tensor_infos(c: Cursor, n_tensors: int, alignment: int) -> list[RawTens
         except ValueError:
             raise GGUFError(f"tensor {name!r} has unknown ggml type id {type_id} "
                             f"at byte offset {type_at}") from None
+        rel_at = c.pos
         rel = c.u64(f"data offset of tensor {name!r}")
         if rel % alignment:
-            raise GGUFError(f"tensor {name!r} data offset {rel} is not a multiple of the alignment {alignment}")
+            raise GGUFError(f"tensor {name!r} data offset {rel} at byte offset {rel_at} is not a multiple of "
+                            f"the alignment {alignment}")
         try:
             nbytes = tensor_nbytes(ggml_type, dims)
         except GGUFError as e:

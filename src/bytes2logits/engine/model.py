@@ -45,7 +45,10 @@ from .gguf import GGMLType, GGUFReader
 from .ops import EXACT, F32, Numerics
 from .quants import dequantize
 
-__all__ = ["Model", "Hyperparameters", "ARCHITECTURES", "NUMERICS"]
+__all__ = ["Model", "Hyperparameters", "ARCHITECTURES", "NUMERICS", "WeightTransform"]
+
+#: ``(tensor name, stored ggml type, float32 weight) -> float32 weight of the same shape``: see ``Model.from_gguf``
+WeightTransform = Callable[[str, GGMLType, np.ndarray], np.ndarray]
 
 #: the implementations of the numerical operations, by the name ``numerics=`` takes
 NUMERICS: dict[str, Numerics] = {n.name: n for n in (EXACT, GGML)}
@@ -177,9 +180,15 @@ class Model:
     """
 
     def __init__(self, reader: GGUFReader, *, n_ctx: int | None = None, numerics: str = "exact",
-                 progress: bool = False):
+                 progress: bool = False, weight_transform: WeightTransform | None = None):
         if numerics not in NUMERICS:
             raise ValueError(f"numerics must be one of {', '.join(map(repr, NUMERICS))}, not {numerics!r}")
+        if weight_transform is not None and numerics != "exact":
+            raise ValueError(
+                f"weight_transform needs numerics='exact': numerics={numerics!r} multiplies the file's own "
+                "quantized blocks, which a transformed weight no longer matches"
+            )
+        self._weight_transform = weight_transform
         t0 = time.perf_counter()
         self.reader = reader
         self.hparams = hp = Hyperparameters.from_gguf(reader)
@@ -199,7 +208,8 @@ class Model:
 
     @classmethod
     def from_gguf(cls, path: str | os.PathLike | GGUFReader, *, n_ctx: int | None = None,
-                  numerics: str = "exact", progress: bool = False) -> "Model":
+                  numerics: str = "exact", progress: bool = False,
+                  weight_transform: WeightTransform | None = None) -> "Model":
         """Load a model: parse the file, check its hyperparameters, dequantize every weight to float32.
 
         Args:
@@ -207,9 +217,13 @@ class Model:
             n_ctx: KV-cache capacity in tokens (default: the training context, at most 4096).
             numerics: ``"exact"`` float32 math (default) or ``"ggml"`` to mimic llama.cpp's quantized kernels.
             progress: show a progress bar while dequantizing.
+            weight_transform: optional ``(name, stored_type, weight) -> weight``, called on every tensor
+                right after it is dequantized (``weight`` is float32 in its NumPy shape; the result must
+                have the same shape and dtype). It lets an experiment replace the weights, e.g. re-quantize
+                them to another type (chapter 15); only with ``numerics="exact"``.
         """
         reader = path if isinstance(path, GGUFReader) else GGUFReader(path)
-        return cls(reader, n_ctx=n_ctx, numerics=numerics, progress=progress)
+        return cls(reader, n_ctx=n_ctx, numerics=numerics, progress=progress, weight_transform=weight_transform)
 
     # -- loading ---------------------------------------------------------------------------------------------
     def _tensor(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -225,6 +239,13 @@ class Model:
             w = dequantize(self.reader.tensor_bytes(name), info.ggml_type, info.shape).reshape(shape)
         except GGUFError as e:
             raise GGUFError(f"{self.reader.path}: tensor {name!r}: {e}") from None
+        if self._weight_transform is not None:
+            new = self._weight_transform(name, info.ggml_type, w)
+            if not isinstance(new, np.ndarray) or new.shape != w.shape or new.dtype != w.dtype:
+                got = f"{new.dtype} {new.shape}" if isinstance(new, np.ndarray) else type(new).__name__
+                raise ValueError(f"weight_transform returned {got} for tensor {name!r}; "
+                                 f"expected float32 {w.shape}")
+            w = np.ascontiguousarray(new)
         self._loaded_types[name] = info.ggml_type
         return w
 

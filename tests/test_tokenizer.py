@@ -402,3 +402,15 @@ def test_chat_prompt_ids_are_llama_cpps(smol):
     assert prompts
     for p in prompts:
         assert chat_prompt_ids(smol, p["messages"]) == p["ids"], p["name"]
+
+
+def test_template_variables_reach_the_span_search():
+    """chat_prompt_ids(..., flag=...) renders the placeholder copy with the same variables (else a message
+    holding marker text would be refused for a harmless conversation)."""
+    from bytes2logits.engine.session import chat_prompt_ids
+
+    template = "{% if flag %}<think>{% endif %}{% for m in messages %}ab{{ m.content }}bcdef{% endfor %}"
+    tok = Tokenizer.from_metadata(tiny_metadata(**{"tokenizer.chat_template": template}))
+    ids = chat_prompt_ids(tok, [{"role": "user", "content": "he<think>ll"}], flag=True)
+    think, ab = tok.token_to_id("<think>"), tok.token_to_id("ab")
+    assert ids[:2] == [think, ab] and ids.count(think) == 1, "the typed <think> stays text; the template's is a token"

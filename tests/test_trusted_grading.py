@@ -330,3 +330,18 @@ def test_given_functions_run_in_the_worker_with_the_learners_code():
         assert impl.Pair is Pair and impl.LIMIT == 7
     finally:
         sub.close()
+
+
+@pytest.mark.parametrize("source, flagged", [
+    ("def load_merges(merges, token_to_id):\n    return Tokenizer.load_merges(merges, token_to_id)", True),
+    ("Tokenizer.__init__ = lambda self, md, steps=None: None", True),
+    ("setattr(Tokenizer, 'split_specials', print)", True),
+    ("def load_merges(merges, token_to_id):\n    return {m: i for i, m in enumerate(merges)}", False),
+    ("tok = Tokenizer.from_gguf('x.gguf')\nn = tok.vocab_size", False),
+])
+def test_scan_flags_the_reference_reached_through_a_setup_import(source, flagged):
+    """Lab 14's set-up imports the engine's Tokenizer, whose step attributes are the reference functions."""
+    from bytes2logits.kit.integrity import scan_cells
+
+    findings = scan_cells(LABS["lab14_gguf_tokenizer"], [(3, source, "merges")])
+    assert bool(findings) == flagged, findings

@@ -20,7 +20,7 @@ from .tokenizer import chat_template_of
 __all__ = ["ChatSession", "chat_prompt_ids", "common_prefix_length", "message_spans"]
 
 
-def message_spans(tokenizer, messages: list[dict], text: str) -> list[tuple[int, int]]:
+def message_spans(tokenizer, messages: list[dict], text: str, **context) -> list[tuple[int, int]]:
     """Where the messages' own text sits in the rendered prompt ``text``, for the messages that need it.
 
     Only a message whose content contains the text of a control token (``<|im_end|>``, ``<|im_start|>``…)
@@ -28,6 +28,8 @@ def message_spans(tokenizer, messages: list[dict], text: str) -> list[tuple[int,
     of each content; replacing the placeholders by the contents must give ``text`` back, and then the
     placeholders' positions are the contents' spans. A template that rewrites message text (so the
     check fails) while a message carries marker text is refused with a :class:`TokenizerError`.
+    ``context`` holds the template variables ``text`` was rendered with (``tools=``,
+    ``enable_thinking=False``): the placeholder copy must be rendered with the same ones.
     """
     markers = tuple(tokenizer.special_tokens)
     risky = [i for i, m in enumerate(messages)
@@ -36,7 +38,7 @@ def message_spans(tokenizer, messages: list[dict], text: str) -> list[tuple[int,
         return []
     holders = {i: f"\ue000{i}\ue001" for i in risky}
     stand_in = [dict(m, content=holders[i]) if i in holders else m for i, m in enumerate(messages)]
-    skeleton = chat_template_of(tokenizer).render(stand_in, add_generation_prompt=True)
+    skeleton = chat_template_of(tokenizer).render(stand_in, add_generation_prompt=True, **context)
     spans, rebuilt, pos = [], [], 0
     for i in risky:
         at = skeleton.find(holders[i], pos)
@@ -71,7 +73,7 @@ def chat_prompt_ids(tokenizer, messages: list[dict], **context) -> list[int]:
     llama.cpp evaluates for the same conversation.
     """
     text = chat_template_of(tokenizer).render(messages, add_generation_prompt=True, **context)
-    spans = message_spans(tokenizer, messages, text)
+    spans = message_spans(tokenizer, messages, text, **context)
     return tokenizer.encode(text, allowed_special="all", literal_spans=spans)
 
 

@@ -258,6 +258,11 @@ def split_specials(text: str, pattern: re.Pattern | None, ids: Mapping[str, int]
     again from one character later. After an id in ``rstrip`` (Phi-3's rule), ASCII whitespace belongs
     to the token and is skipped.
 
+    llama.cpp gets the same result in another order: it cuts each special text, longest first, out of
+    every fragment that is left. The two differ only where two special texts overlap in the input and the
+    earlier one is the shorter (Falcon's ``>>TITLE<<`` then ``<|endoftext|>`` in ``>>TITLE<<|endoftext|>``):
+    here the earlier wins, there the longer.
+
     >>> p = special_pattern(["<|im_end|>"])
     >>> split_specials("hi<|im_end|>", p, {"<|im_end|>": 2})
     [(0, 2, None), (2, 12, 2)]

@@ -9,7 +9,10 @@ undo anything done to it), so the grader reads the submitted source instead, bef
   whole (through which any name can be reached);
 * dynamic code: ``exec``, ``eval``, ``compile``, ``__import__``, ``importlib``, ``runpy``,
   ``sys.modules``, ``inspect.getsource``, or a string that names the package;
-* an answer whose syntax tree is the reference's, once docstrings and comments are gone.
+* an answer whose syntax tree is the reference's, once docstrings and comments are gone;
+* a graded name reached as an attribute of something the set-up cell imports from the package
+  (``Tokenizer.load_merges`` in lab 14), or an assignment to an attribute of such an object
+  (``Tokenizer.__init__ = ...``, ``setattr(Tokenizer, ...)``): the grader runs those objects.
 
 Each finding names the cell and the reason; the task is then flagged for manual grading and scores 0
 until an instructor looks (``needs_manual_grade`` in nbgrader).
@@ -64,6 +67,20 @@ def _graded_names(lab: Lab) -> dict[str, str]:
     return {name: t.id for t in lab.tasks for name in t.objects}
 
 
+def _package_imports(lab: Lab) -> set[str]:
+    """The names the set-up cell imports from the course package (``Tokenizer`` in lab 14, say)."""
+    names: set[str] = set()
+    for line in lab.imports:
+        try:
+            tree = ast.parse(line)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "bytes2logits":
+                names.update(alias.asname or alias.name for alias in node.names)
+    return names
+
+
 def _transform(source: str) -> str:
     try:
         from IPython.core.inputtransformer2 import TransformerManager
@@ -78,6 +95,7 @@ def scan_cells(lab: Lab, cells: list[tuple[int, str, str | None]]) -> list[Findi
     from .build import answer_source
 
     graded = _graded_names(lab)
+    imported = _package_imports(lab)
     reference = {t.id: normalized_dump(answer_source(lab, t.id)) for t in lab.tasks}
     findings: list[Finding] = []
     for index, source, task in cells:
@@ -114,6 +132,20 @@ def scan_cells(lab: Lab, cells: list[tuple[int, str, str | None]]) -> list[Findi
                 findings.append(Finding(own, index, f"imports from {node.module} (code that reads or runs other code)"))
             elif isinstance(node, ast.Name) and node.id in _DYNAMIC_NAMES:
                 findings.append(Finding(own, index, f"uses {node.id} (dynamic code is not allowed in an answer)"))
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                    node.value.id in imported and node.attr in graded:
+                findings.append(Finding(graded[node.attr], index, f"reaches the reference through "
+                                                                  f"`{node.value.id}.{node.attr}`"))
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)) and any(
+                    isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in imported
+                    for t in (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target])):
+                findings.append(Finding(own, index, "changes an object the set-up cell imported from the course "
+                                                    "package (the grader relies on it)"))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id in ("setattr", "delattr") and node.args and \
+                    isinstance(node.args[0], ast.Name) and node.args[0].id in imported:
+                findings.append(Finding(own, index, f"changes {node.args[0].id} with {node.func.id}, an object the "
+                                                    "set-up cell imported from the course package"))
             elif isinstance(node, ast.Attribute) and node.attr in _DYNAMIC_ATTRS:
                 findings.append(Finding(own, index, f"uses {_DYNAMIC_ATTRS[node.attr]} (dynamic code is not "
                                                     "allowed in an answer)"))

@@ -570,20 +570,34 @@ def quantize_q8_0(blocks: np.ndarray) -> np.ndarray:
     return np.concatenate([_fp16_bytes(d), q.view(np.uint8)], axis=1)
 
 
+def _symmetric(blocks: np.ndarray, half: int) -> tuple[np.ndarray, np.ndarray]:
+    """Q4_0/Q5_0's rule with ``half`` = 8 or 16: ``d = x[argmax|x|] / -half`` and quants in 0..2*half-1,
+    ``q = min(2*half - 1, trunc(x/d + half + 0.5))``. Returns ``(d, q)``."""
+    d = _signed_max(blocks) / np.float32(-half)
+    q = np.trunc(blocks * _inverse(d) + np.float32(half + 0.5)).astype(np.uint8)
+    np.minimum(q, np.uint8(2 * half - 1), out=q)
+    return d, q
+
+
+def _affine(blocks: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Q4_1/Q5_1's rule with ``top`` = 15 or 31: ``d = (max - min) / top``, ``m = min`` and
+    ``q = min(top, trunc((x - m)/d + 0.5))``. Returns ``(d, m, q)``."""
+    lo = np.min(blocks, axis=1, keepdims=True)
+    d = (np.max(blocks, axis=1, keepdims=True) - lo) / np.float32(top)
+    q = np.trunc((blocks - lo) * _inverse(d) + np.float32(0.5)).astype(np.uint8)
+    np.minimum(q, np.uint8(top), out=q)
+    return d, lo, q
+
+
 def quantize_q4_0(blocks: np.ndarray) -> np.ndarray:
     """Q4_0 blocks (18 bytes): ``d = x[argmax|x|] / -8``, ``q = min(15, trunc(x/d + 8.5))``; x ~= d(q-8)."""
-    d = _signed_max(blocks) / np.float32(-8.0)
-    q = np.trunc(blocks * _inverse(d) + np.float32(8.5)).astype(np.uint8)
-    np.minimum(q, np.uint8(15), out=q)
+    d, q = _symmetric(blocks, 8)
     return np.concatenate([_fp16_bytes(d), _pack_nibbles(q)], axis=1)
 
 
 def quantize_q4_1(blocks: np.ndarray) -> np.ndarray:
     """Q4_1 blocks (20 bytes): ``d = (max-min)/15``, ``m = min``, ``q = min(15, trunc((x-m)/d + 0.5))``."""
-    lo = np.min(blocks, axis=1, keepdims=True)
-    d = (np.max(blocks, axis=1, keepdims=True) - lo) / np.float32(15.0)
-    q = np.trunc((blocks - lo) * _inverse(d) + np.float32(0.5)).astype(np.uint8)
-    np.minimum(q, np.uint8(15), out=q)
+    d, lo, q = _affine(blocks, 15)
     return np.concatenate([_fp16_bytes(d), _fp16_bytes(lo), _pack_nibbles(q)], axis=1)
 
 
@@ -595,18 +609,13 @@ def _pack_five(q: np.ndarray) -> np.ndarray:
 
 def quantize_q5_0(blocks: np.ndarray) -> np.ndarray:
     """Q5_0 blocks (22 bytes): ``d = x[argmax|x|] / -16``, ``q = min(31, trunc(x/d + 16.5))``."""
-    d = _signed_max(blocks) / np.float32(-16.0)
-    q = np.trunc(blocks * _inverse(d) + np.float32(16.5)).astype(np.uint8)
-    np.minimum(q, np.uint8(31), out=q)
+    d, q = _symmetric(blocks, 16)
     return np.concatenate([_fp16_bytes(d), _pack_five(q)], axis=1)
 
 
 def quantize_q5_1(blocks: np.ndarray) -> np.ndarray:
     """Q5_1 blocks (24 bytes): ``d = (max-min)/31``, ``m = min``, ``q = min(31, trunc((x-m)/d + 0.5))``."""
-    lo = np.min(blocks, axis=1, keepdims=True)
-    d = (np.max(blocks, axis=1, keepdims=True) - lo) / np.float32(31.0)
-    q = np.trunc((blocks - lo) * _inverse(d) + np.float32(0.5)).astype(np.uint8)
-    np.minimum(q, np.uint8(31), out=q)
+    d, lo, q = _affine(blocks, 31)
     return np.concatenate([_fp16_bytes(d), _fp16_bytes(lo), _pack_five(q)], axis=1)
 
 

@@ -11,8 +11,10 @@ import warnings
 
 import gguf
 import numpy as np
+import pytest
 
-from bytes2logits.engine.gguf import GGML_BLOCK_SIZES, GGMLType
+from bytes2logits import assets
+from bytes2logits.engine.gguf import GGML_BLOCK_SIZES, GGMLType, GGUFReader
 from bytes2logits.kit.implementation import MissingName
 from bytes2logits.kit.remote import timed
 
@@ -242,3 +244,11 @@ def speed_check(impl, reference, ggml_type: GGMLType, megabytes: float = 1.0, se
         f"{ggml_type.name}: {raw.shape[0]} blocks took {best * 1e3:.0f} ms, {best / best_ref:.1f}x the "
         f"reference's {best_ref * 1e3:.0f} ms (limit {SPEED_FACTOR:g}x): work on all blocks at once, no Python "
         "loop over blocks")
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    if not assets.is_fetched("smollm2"):
+        pytest.skip("the SmolLM2 model is not installed (python -m bytes2logits.assets fetch smollm2)")
+    with GGUFReader(assets.path("smollm2")) as reader:
+        yield reader

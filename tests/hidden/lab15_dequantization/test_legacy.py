@@ -10,8 +10,7 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from bytes2logits import assets
-from bytes2logits.engine.gguf import GGMLType, GGUFReader
+from bytes2logits.engine.gguf import GGMLType
 
 B = SimpleNamespace(**runpy.run_path(str(Path(__file__).with_name("blocks.py"))))
 # No shrinking: a learner sees the check's name and message, never the example, so a smaller one only costs time.
@@ -88,12 +87,7 @@ def test_any_bytes_match_gguf_py(impl, ggml_type, data):
 ROW_FRACTION = 8  # one row in 8 of every tensor (and its first and last), picked the same way every run
 
 
-@pytest.fixture(scope="module")
-def smollm2():
-    if not assets.is_fetched("smollm2"):
-        pytest.skip("the SmolLM2 model is not installed (python -m bytes2logits.assets fetch smollm2)")
-    with GGUFReader(assets.path("smollm2")) as reader:
-        yield reader
+smollm2 = B.smollm2  # the model file, opened once per module (blocks.py)
 
 
 def sampled_rows(reader, info):

@@ -10,12 +10,10 @@ from types import SimpleNamespace
 
 import gguf
 import numpy as np
-import pytest
 from hypothesis import Phase, assume, given, settings
 from hypothesis import strategies as st
 
-from bytes2logits import assets
-from bytes2logits.engine.gguf import GGMLType, GGUFReader
+from bytes2logits.engine.gguf import GGMLType
 
 B = SimpleNamespace(**runpy.run_path(str(Path(__file__).with_name("blocks.py"))))
 # No shrinking: a learner sees the check's name and message, never the example, so a smaller one only costs time.
@@ -185,12 +183,7 @@ def test_all_zero_blocks(impl):
     assert_bytes(got, gguf_q8_0(x), "Q8_0 with zero blocks between")
 
 
-@pytest.fixture(scope="module")
-def smollm2():
-    if not assets.is_fetched("smollm2"):
-        pytest.skip("the SmolLM2 model is not installed (python -m bytes2logits.assets fetch smollm2)")
-    with GGUFReader(assets.path("smollm2")) as reader:
-        yield reader
+smollm2 = B.smollm2  # the model file, opened once per module (blocks.py)
 
 
 def test_smollm2_weights(impl, smollm2):

@@ -42,13 +42,16 @@ from ..errors import GGUFError
 from .checks import check_context, token_id_array
 from .ggml_numerics import GGML
 from .gguf import GGMLType, GGUFReader
-from .ops import EXACT, F32, Numerics
+from .ops import EXACT, F32, Numerics, causal_mask
 from .quants import dequantize
 
-__all__ = ["Model", "Hyperparameters", "ARCHITECTURES", "NUMERICS", "WeightTransform"]
+__all__ = ["Model", "Hyperparameters", "ARCHITECTURES", "NUMERICS", "WeightTransform", "Dequantizer", "forward",
+           "transformer_block"]
 
 #: ``(tensor name, stored ggml type, float32 weight) -> float32 weight of the same shape``: see ``Model.from_gguf``
 WeightTransform = Callable[[str, GGMLType, np.ndarray], np.ndarray]
+#: ``(raw bytes, ggml type, shape) -> float32 array``: how a tensor's stored bytes become weights
+Dequantizer = Callable[..., np.ndarray]
 
 #: the implementations of the numerical operations, by the name ``numerics=`` takes
 NUMERICS: dict[str, Numerics] = {n.name: n for n in (EXACT, GGML)}
@@ -179,15 +182,23 @@ class Model:
     ``start_pos`` (later entries are simply overwritten).
     """
 
-    def __init__(self, reader: GGUFReader, *, n_ctx: int | None = None, numerics: str = "exact",
-                 progress: bool = False, weight_transform: WeightTransform | None = None):
-        if numerics not in NUMERICS:
-            raise ValueError(f"numerics must be one of {', '.join(map(repr, NUMERICS))}, not {numerics!r}")
-        if weight_transform is not None and numerics != "exact":
+    def __init__(self, reader: GGUFReader, *, n_ctx: int | None = None, numerics: str | Numerics = "exact",
+                 progress: bool = False, weight_transform: WeightTransform | None = None,
+                 dequantizer: Dequantizer | None = None):
+        if isinstance(numerics, Numerics):
+            ops = numerics
+        elif numerics in NUMERICS:
+            ops = NUMERICS[numerics]
+        else:
             raise ValueError(
-                f"weight_transform needs numerics='exact': numerics={numerics!r} multiplies the file's own "
-                "quantized blocks, which a transformed weight no longer matches"
+                f"numerics must be one of {', '.join(map(repr, NUMERICS))} or a Numerics, not {numerics!r}")
+        if (weight_transform is not None or dequantizer is not None) and ops.name == "ggml":
+            what = "weight_transform" if weight_transform is not None else "dequantizer"
+            raise ValueError(
+                f"{what} needs exact numerics: numerics='ggml' multiplies the file's own quantized blocks, "
+                "which a transformed or differently decoded weight no longer matches"
             )
+        self._dequantize: Dequantizer = dequantizer or dequantize
         self._weight_transform = weight_transform
         t0 = time.perf_counter()
         self.reader = reader
@@ -197,7 +208,7 @@ class Model:
         if self.n_ctx <= 0:
             raise ValueError(f"n_ctx must be positive, got {self.n_ctx}")
         #: the operations whose rounding differs between the numerics; everything else is shared
-        self.ops: Numerics = NUMERICS[numerics]
+        self.ops: Numerics = ops
         self._load_weights(progress)
         shape = (hp.n_layer, hp.n_head_kv, self.n_ctx, hp.head_dim)
         self.k_cache = np.zeros(shape, dtype=self.ops.cache_dtype)
@@ -208,22 +219,28 @@ class Model:
 
     @classmethod
     def from_gguf(cls, path: str | os.PathLike | GGUFReader, *, n_ctx: int | None = None,
-                  numerics: str = "exact", progress: bool = False,
-                  weight_transform: WeightTransform | None = None) -> "Model":
+                  numerics: str | Numerics = "exact", progress: bool = False,
+                  weight_transform: WeightTransform | None = None,
+                  dequantizer: Dequantizer | None = None) -> "Model":
         """Load a model: parse the file, check its hyperparameters, dequantize every weight to float32.
 
         Args:
             path: a ``.gguf`` file or an open :class:`GGUFReader`.
             n_ctx: KV-cache capacity in tokens (default: the training context, at most 4096).
-            numerics: ``"exact"`` float32 math (default) or ``"ggml"`` to mimic llama.cpp's quantized kernels.
+            numerics: ``"exact"`` float32 math (default), ``"ggml"`` to mimic llama.cpp's quantized kernels,
+                or a :class:`~bytes2logits.engine.ops.Numerics` of your own building blocks (lab 16).
             progress: show a progress bar while dequantizing.
             weight_transform: optional ``(name, stored_type, weight) -> weight``, called on every tensor
                 right after it is dequantized (``weight`` is float32 in its NumPy shape; the result must
                 have the same shape and dtype). It lets an experiment replace the weights, e.g. re-quantize
-                them to another type (chapter 15); only with ``numerics="exact"``.
+                them to another type (chapter 15); only with exact numerics.
+            dequantizer: ``(raw, ggml_type, shape) -> float32 array`` used instead of
+                :func:`~bytes2logits.engine.quants.dequantize` (the capstone loads SmolLM2 with the
+                learner's lab 15 kernels); only with exact numerics.
         """
         reader = path if isinstance(path, GGUFReader) else GGUFReader(path)
-        return cls(reader, n_ctx=n_ctx, numerics=numerics, progress=progress, weight_transform=weight_transform)
+        return cls(reader, n_ctx=n_ctx, numerics=numerics, progress=progress, weight_transform=weight_transform,
+                   dequantizer=dequantizer)
 
     # -- loading ---------------------------------------------------------------------------------------------
     def _tensor(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -236,7 +253,12 @@ class Model:
                 raise GGUFError(f"{self.reader.path}: tensor {name!r} has shape {list(info.shape)}, "
                                 f"expected {list(shape)}")
         try:
-            w = dequantize(self.reader.tensor_bytes(name), info.ggml_type, info.shape).reshape(shape)
+            w = self._dequantize(self.reader.tensor_bytes(name), info.ggml_type, info.shape)
+            if not isinstance(w, np.ndarray) or w.dtype != F32 or w.size != int(np.prod(shape)):
+                got = f"{w.dtype} {w.shape}" if isinstance(w, np.ndarray) else type(w).__name__
+                raise ValueError(f"the dequantizer returned {got} for tensor {name!r} ({info.ggml_type.name}); "
+                                 f"expected float32 with {int(np.prod(shape))} values")
+            w = w.reshape(shape)
         except GGUFError as e:
             raise GGUFError(f"{self.reader.path}: tensor {name!r}: {e}") from None
         if self._weight_transform is not None:
@@ -353,57 +375,75 @@ class Model:
 
         With ``last_only=True`` only the last position's logits are computed (shape ``[1, vocab]``): that
         is all generation needs after a prefill, and it skips the largest matrix product for the others.
+        The work is done by the module function :func:`forward`.
         """
-        ids = token_id_array(ids, self.hparams.n_vocab)
-        n = len(ids)
-        hp, arch, ops = self.hparams, self.arch, self.ops
-        if isinstance(start_pos, bool) or not hasattr(start_pos, "__index__"):
-            raise TypeError(f"start_pos must be an int, not {type(start_pos).__name__}")
-        start_pos = int(start_pos)
-        if not 0 <= start_pos <= self.n_past:
-            raise ValueError(
-                f"start_pos {start_pos} must be between 0 and the {self.n_past} positions already cached"
-            )
-        check_context(start_pos, n, self.n_ctx)
-        end = start_pos + n
-        # Positions from start_pos on are about to be overwritten: until this call finishes, only the ones
-        # before it are valid (an exception half-way must not leave stale entries counted as cached).
-        self.n_past = start_pos
-        hd, nh, nkv = hp.head_dim, hp.n_head, hp.n_head_kv
-        group = nh // nkv
-        cos, sin = self.cos[start_pos:end], self.sin[start_pos:end]
-        scale = F32(1.0 / np.sqrt(hd))
-        # Causal mask: query i (at position start_pos + i) sees keys 0 .. start_pos + i.
-        mask = None
-        if n > 1:
-            mask = np.triu(np.full((n, end), -np.inf, dtype=F32), k=start_pos + 1)
+        return forward(self, ids, start_pos, last_only=last_only)
 
-        x = self.token_embd[ids]  # [n, d]: a copy, which becomes the residual stream
-        for li, layer in enumerate(self.layers):
-            h = ops.rms_norm(x, layer.attn_norm, hp.rms_eps)
-            qkv = layer.qkv(h)  # [n, (nh + 2 nkv) hd]
-            # Queries and keys as one [heads, n, head_dim] array (nh query heads, then nkv key heads), so
-            # that one RoPE call rotates both; values go straight into the cache.
-            qk = qkv[:, : (nh + nkv) * hd].reshape(n, nh + nkv, hd).transpose(1, 0, 2).copy()
-            if layer.q_norm is not None:
-                qk[:nh] = ops.rms_norm(qk[:nh], layer.q_norm, hp.rms_eps)
-                qk[nh:] = ops.rms_norm(qk[nh:], layer.k_norm, hp.rms_eps)
-            ops.apply_rope(qk, cos, sin, arch.rope)
-            q, k = qk[:nh], qk[nh:]
-            self.k_cache[li, :, start_pos:end] = k
-            self.v_cache[li, :, start_pos:end] = qkv[:, (nh + nkv) * hd :].reshape(n, nkv, hd).transpose(1, 0, 2)
-            keys = self.k_cache[li, :, :end]  # [nkv, end, hd]
-            values = self.v_cache[li, :, :end]
-            att = ops.attention(q.reshape(nkv, group * n, hd), keys, values, mask, scale)  # [nkv, group*n, hd]
-            att = att.reshape(nh, n, hd).transpose(1, 0, 2).reshape(n, nh * hd)
-            x += layer.out(att)
-            h = ops.rms_norm(x, layer.ffn_norm, hp.rms_eps)
-            gu = layer.gate_up(h)
-            gate, up = gu[:, : hp.n_ff], gu[:, hp.n_ff :]
-            x += layer.down(ops.swiglu(gate, up))
-        self.n_past = end
-        if last_only:
-            x = x[-1:]
-        logits = self.output(ops.rms_norm(x, self.output_norm, hp.rms_eps))
-        assert logits.dtype == F32, f"logits drifted to {logits.dtype}"
-        return logits
+
+def transformer_block(model: Model, li: int, x: np.ndarray, start_pos: int, mask: np.ndarray | None) -> np.ndarray:
+    """Layer ``li`` of ``model`` on the residual stream ``x`` ``[n, n_embd]`` of the tokens at ``start_pos …``.
+
+    Attention (pre-norm, grouped-query, RoPE, the KV cache) then the SwiGLU feed-forward, each added to
+    ``x`` in place; returns ``x``. The layer's keys and values are written into ``model.k_cache[li]`` and
+    ``model.v_cache[li]`` at positions ``start_pos .. start_pos + n - 1``, and the queries attend to every
+    cached position up to their own (``mask`` is :func:`~bytes2logits.engine.ops.causal_mask`). The
+    operations whose rounding can differ come from ``model.ops`` (a :class:`~bytes2logits.engine.ops.Numerics`).
+    """
+    hp, ops, layer = model.hparams, model.ops, model.layers[li]
+    n, end = len(x), start_pos + len(x)
+    hd, nh, nkv = hp.head_dim, hp.n_head, hp.n_head_kv
+    group = nh // nkv
+    h = ops.rms_norm(x, layer.attn_norm, hp.rms_eps)
+    qkv = layer.qkv(h)  # [n, (nh + 2 nkv) hd]: the q, k and v products in one
+    # Queries and keys as one [heads, n, head_dim] array (nh query heads, then nkv key heads), so that one
+    # RoPE call rotates both; values go straight into the cache.
+    qk = qkv[:, : (nh + nkv) * hd].reshape(n, nh + nkv, hd).transpose(1, 0, 2).copy()
+    if layer.q_norm is not None:
+        qk[:nh] = ops.rms_norm(qk[:nh], layer.q_norm, hp.rms_eps)
+        qk[nh:] = ops.rms_norm(qk[nh:], layer.k_norm, hp.rms_eps)
+    ops.apply_rope(qk, model.cos[start_pos:end], model.sin[start_pos:end], model.arch.rope)
+    q, k = qk[:nh], qk[nh:]
+    model.k_cache[li, :, start_pos:end] = k
+    model.v_cache[li, :, start_pos:end] = qkv[:, (nh + nkv) * hd :].reshape(n, nkv, hd).transpose(1, 0, 2)
+    keys, values = model.k_cache[li, :, :end], model.v_cache[li, :, :end]  # [nkv, end, hd]
+    # The `group` query heads that share a KV head are stacked as rows: one batched product serves them.
+    att = ops.attention(q.reshape(nkv, group * n, hd), keys, values, mask, F32(1.0 / np.sqrt(hd)))
+    att = att.reshape(nh, n, hd).transpose(1, 0, 2).reshape(n, nh * hd)
+    x += layer.out(att)
+    h = ops.rms_norm(x, layer.ffn_norm, hp.rms_eps)
+    gu = layer.gate_up(h)
+    x += layer.down(ops.swiglu(gu[:, : hp.n_ff], gu[:, hp.n_ff :]))
+    return x
+
+
+def forward(model: Model, ids: Sequence[int] | np.ndarray, start_pos: int = 0, *,
+            last_only: bool = False) -> np.ndarray:
+    """Token ids to next-token logits: ``model``'s layers on ``ids`` at positions ``start_pos …``.
+
+    Checks the ids and the position (``start_pos`` between 0 and ``model.n_past``, the context not
+    overflowed), embeds the tokens, runs every :func:`transformer_block` with the causal mask, and applies
+    the final norm and the output head (the embedding itself when the model is tied). Returns float32 logits
+    ``[len(ids), vocab]``, or ``[1, vocab]`` for the last position with ``last_only=True``. Afterwards
+    ``model.n_past`` is ``start_pos + len(ids)``.
+    """
+    ids = token_id_array(ids, model.hparams.n_vocab)
+    if isinstance(start_pos, bool) or not hasattr(start_pos, "__index__"):
+        raise TypeError(f"start_pos must be an int, not {type(start_pos).__name__}")
+    start_pos = int(start_pos)
+    if not 0 <= start_pos <= model.n_past:
+        raise ValueError(f"start_pos {start_pos} must be between 0 and the {model.n_past} positions already cached")
+    n = len(ids)
+    check_context(start_pos, n, model.n_ctx)
+    # Positions from start_pos on are about to be overwritten: until this call finishes, only the ones
+    # before it are valid (an exception half-way must not leave stale entries counted as cached).
+    model.n_past = start_pos
+    mask = causal_mask(n, start_pos)
+    x = model.token_embd[ids]  # [n, d]: a copy, which becomes the residual stream
+    for li in range(len(model.layers)):
+        x = transformer_block(model, li, x, start_pos, mask)
+    model.n_past = start_pos + n
+    if last_only:
+        x = x[-1:]
+    logits = model.output(model.ops.rms_norm(x, model.output_norm, model.hparams.rms_eps))
+    assert logits.dtype == F32, f"logits drifted to {logits.dtype}"
+    return logits

@@ -20,8 +20,8 @@ import numpy as np
 
 from .gguf import GGUFReader
 
-__all__ = ["Numerics", "EXACT", "Linear", "F32", "attention", "rms_norm", "rope_angles", "rope_theta",
-           "rope_pairs", "apply_rope", "swiglu"]
+__all__ = ["Numerics", "EXACT", "Linear", "F32", "attention", "causal_mask", "exact_numerics", "rms_norm",
+           "rope_angles", "rope_theta", "rope_pairs", "apply_rope", "swiglu"]
 
 F32 = np.float32
 
@@ -101,6 +101,18 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, style: str) -> n
     b *= cos
     b += a0 * sin
     return x
+
+
+def causal_mask(n: int, start_pos: int) -> np.ndarray | None:
+    """The additive causal mask ``[n, start_pos + n]`` for ``n`` new tokens after ``start_pos`` cached ones.
+
+    Query ``i`` sits at position ``start_pos + i`` and may read keys ``0 .. start_pos + i``: those entries are
+    ``0``, the later ones ``-inf`` (``softmax`` turns them into weights of exactly 0). One new token (a
+    decode step) may read everything cached, so it needs no mask: the result is ``None``.
+    """
+    if n <= 1:
+        return None
+    return np.triu(np.full((n, start_pos + n), -np.inf, dtype=F32), k=start_pos + 1)
 
 
 _QUERY_BLOCK = 64  # queries per block when a long prompt's attention is computed block by block
@@ -190,5 +202,16 @@ def _exact_linear(weight: np.ndarray, bias: np.ndarray | None, reader: GGUFReade
     return Linear(weight, bias)
 
 
+def exact_numerics(name: str = "exact") -> Numerics:
+    """The exact float32 numerics: this namespace's ``rms_norm``, ``swiglu``, ``rope_angles``,
+    ``apply_rope`` and ``attention``, looked up when called, a float32 KV cache and plain float32 matrix
+    products.
+
+    The functions are found by name where this function is defined, so a notebook that defines its own
+    building blocks and then calls ``exact_numerics()`` gets a :class:`Numerics` made of them (lab 16).
+    """
+    return Numerics(name, rms_norm, swiglu, rope_angles, apply_rope, attention, _exact_linear, F32)
+
+
 #: exact float32 math, the engine's default
-EXACT = Numerics("exact", rms_norm, swiglu, rope_angles, apply_rope, attention, _exact_linear, F32)
+EXACT = exact_numerics()

@@ -331,6 +331,32 @@ LABS: dict[str, Lab] = {
                 Task("quantize", "A Q8_0 quantizer, bit for bit ggml's", ("_round_half_away", "quantize_q8_0"), 2),
             ),
         ),
+        Lab(
+            name="lab16_forward_pass",
+            title="Lab 16 — the transformer forward pass",
+            chapter="course/16_the_forward_pass.ipynb",
+            module="bytes2logits.engine.ops",
+            also=("bytes2logits.engine.model",),
+            imports=("import os", "import time", "from collections.abc import Sequence", "import numpy as np",
+                     "from bytes2logits.errors import GGUFError",
+                     "from bytes2logits.engine.checks import check_context, token_id_array",
+                     "from bytes2logits.engine.gguf import GGUFReader",
+                     "from bytes2logits.engine.quants import dequantize",
+                     "from bytes2logits.engine.ops import _QUERY_BLOCK, F32, Linear, Numerics",
+                     "from bytes2logits.engine.model import (ARCHITECTURES, NUMERICS, Dequantizer, Hyperparameters,\n"
+                     "    WeightTransform, _Layer)"),
+            # Model is given as source, not imported: its forward method then calls the notebook's `forward`
+            # (an imported Model would call the package's, and `model.forward(...)` would be an answer).
+            given=("_exact_linear", "exact_numerics", "Model"),
+            tasks=(
+                Task("norms", "RMSNorm and SwiGLU", ("rms_norm", "swiglu"), 2),
+                Task("rope", "Rotary position embeddings: adjacent pairs and NEOX halves",
+                     ("rope_theta", "rope_angles", "rope_pairs", "apply_rope"), 2),
+                Task("attention", "Causal grouped-query attention over the KV cache", ("causal_mask", "attention"), 3),
+                Task("forward", "One transformer block, then the whole forward pass",
+                     ("transformer_block", "forward"), 3),
+            ),
+        ),
     ]
 }
 

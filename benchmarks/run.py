@@ -6,6 +6,8 @@ llama-cpp-python, gguf-py); absolute speeds differ between machines, ratios much
 prefill >= 2.5x llama.cpp, decode >= 0.5x llama.cpp, dequantization faster than gguf-py; (issue 4) BPE
 training <= 3x the time of HF tokenizers' trainer, encoding >= 0.5x tiktoken's throughput; (issue 12)
 tokenizer.json encoding against HF tokenizers on the same file: BPE >= 1.0x, WordPiece >= 0.5x, Unigram >= 0.25x.
+Prompt-lookup decoding (greedy, same ids as plain decoding) on a rewrite prompt, and on an open question (``_open``):
+our lookup decode against llama.cpp's plain greedy decode and against llama-cpp-python's own prompt lookup.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ def main() -> int:
     ratios = {
         "prefill_vs_llama_cpp": eng.get("ratio_prefill_vs_llama_cpp"),
         "decode_vs_llama_cpp": eng.get("ratio_decode_vs_llama_cpp"),
+        "decode_lookup_vs_llama_cpp": eng.get("ratio_decode_lookup_vs_llama_cpp"),
+        "decode_lookup_vs_llama_cpp_lookup": eng.get("ratio_decode_lookup_vs_llama_cpp_lookup"),
+        "decode_lookup_vs_llama_cpp_open": eng.get("ratio_decode_lookup_vs_llama_cpp_open"),
+        "decode_lookup_vs_llama_cpp_lookup_open": eng.get("ratio_decode_lookup_vs_llama_cpp_lookup_open"),
         "dequant_vs_gguf_py": dq["ratio_dequant_vs_gguf_py"],
         "train_bpe_vs_hf": bpe.get("ratio_train_bpe_vs_hf"),
         "encode_vs_tiktoken": bpe.get("ratio_encode_vs_tiktoken"),

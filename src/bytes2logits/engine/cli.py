@@ -106,6 +106,9 @@ def chat_main(argv: list[str]) -> int:
     p.add_argument("--n-ctx", type=int, default=None, help="context window in tokens (default: min(training, 4096))")
     p.add_argument("--numerics", choices=("exact", "ggml"), default="exact",
                    help="float32 math (exact, default) or llama.cpp's quantized-kernel numerics (ggml)")
+    p.add_argument("--lookup", type=int, default=0, metavar="N",
+                   help="prompt-lookup decoding: check up to N tokens copied from the context per model call "
+                        "(default 0 = off; same answer under --greedy, faster when the answer quotes the prompt)")
     p.add_argument("--verbose", action="store_true", help="show prompt tokens and prefill/decode speeds")
     args = p.parse_args(argv)
     _quiet_pipe()
@@ -113,6 +116,8 @@ def chat_main(argv: list[str]) -> int:
         return _fail(f"--max-tokens must be positive, got {args.max_tokens}")
     if any(not s for s in args.stop):
         return _fail("--stop needs a non-empty text")
+    if args.lookup < 0:
+        return _fail(f"--lookup must be >= 0 (0 = off), got {args.lookup}")
 
     from .model import Model
     from .session import ChatSession, print_stats
@@ -124,7 +129,7 @@ def chat_main(argv: list[str]) -> int:
         model = Model.from_gguf(path, n_ctx=args.n_ctx, numerics=args.numerics, progress=sys.stderr.isatty())
         tokenizer = Tokenizer.from_gguf(model.reader)
         session = ChatSession(model, tokenizer, system=args.system, sampler=sampler,
-                              max_tokens=args.max_tokens, stop_strings=tuple(args.stop))
+                              max_tokens=args.max_tokens, stop_strings=tuple(args.stop), lookup=args.lookup)
     except (*ENGINE_ERRORS, OSError, ValueError) as e:
         return _fail(str(e))
     if args.verbose:

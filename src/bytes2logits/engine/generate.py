@@ -11,6 +11,10 @@ them). Generating text is a loop around that question:
    context window ends the loop.
 4. **Decode step** — evaluate just the new token (one position), get the next logits, go to 2.
 
+With ``lookup=`` (off by default), step 4 may evaluate the new token together with a few *guessed*
+tokens copied from the context, and step 2 then walks the rows of that one call for as long as the
+guesses agree with the sampler (prompt-lookup decoding, :mod:`bytes2logits.engine.lookup`).
+
 Along the way the token bytes are turned into text that is *safe to show*: a character split across
 two tokens is held back until it is complete (no stray U+FFFD), and text that might be the start of a
 stop string is held back until it is clear that it is not.
@@ -35,12 +39,16 @@ import numpy as np
 
 from ..text import decode_utf8_prefix
 from .checks import check_context, token_id_array
+from .lookup import Drafter, LookupConfig, choose_with_draft
 
 __all__ = [
     "Generation",
+    "LookupConfig",
     "Sampler",
+    "TextStream",
     "apply_repetition_penalty",
     "generate",
+    "generation_loop",
     "generate_text",
     "min_p_filter",
     "softmax",
@@ -366,6 +374,48 @@ def _first_stop(pending: bytes, stops: Sequence[bytes]) -> tuple[int, bytes]:
     return min(found) if found else (-1, b"")
 
 
+class TextStream:
+    """The streaming text decoder: the bytes of each new token in, text that is safe to show out.
+
+    Two kinds of bytes are held back: the start of a UTF-8 character whose other bytes have not arrived
+    yet (so a character split across tokens never shows as U+FFFD), and trailing bytes that might be the
+    beginning of a stop string (:func:`_held_back`). When a stop string is complete (:func:`_first_stop`,
+    matched on the bytes, across token boundaries), ``stop`` is set, the text before it is returned and the
+    rest is dropped; the stream takes no more bytes after that.
+
+    >>> s = TextStream([b"Q:"])
+    >>> [s.push(b) for b in (b"Yes. ", b"\\xf0\\x9f", b"\\x99\\x82", b"Q", b":")], s.stop
+    (['Yes. ', '', '🙂', '', ''], b'Q:')
+    """
+
+    def __init__(self, stops: Sequence[bytes] = ()):
+        """``stops``: the stop strings as non-empty UTF-8 bytes."""
+        self.stops = tuple(stops)
+        self.pending = b""  # bytes received but not shown yet
+        self.stop: bytes | None = None  # the stop string that ended the stream
+
+    def push(self, data: bytes) -> str:
+        """Add one token's bytes; return the text that is now safe to show (often ``""``)."""
+        if self.stop is not None:
+            raise RuntimeError(f"the stream already ended at stop string {self.stop!r}")
+        self.pending += data
+        cut, stop = _first_stop(self.pending, self.stops)
+        if cut >= 0:
+            text, _ = decode_utf8_prefix(self.pending[:cut], final=True)
+            self.pending, self.stop = b"", stop
+            return text
+        safe = len(self.pending) - _held_back(self.pending, self.stops)
+        text, used = decode_utf8_prefix(self.pending[:safe], final=False)
+        self.pending = self.pending[used:]
+        return text
+
+    def finish(self) -> str:
+        """The end of the run: everything held back, decoded (an incomplete character becomes U+FFFD)."""
+        text, _ = decode_utf8_prefix(self.pending, final=True)
+        self.pending = b""
+        return text
+
+
 class Generation:
     """One run of the generation loop: iterate it to receive text chunks as they become safe to show.
 
@@ -396,10 +446,17 @@ class Generation:
     ``decode_seconds``, ``decode_tokens_per_second``
         time spent generating after the prefill (sampling, one-token ``forward`` calls, detokenizing;
         not the time your loop body takes between chunks) and sampled tokens per second.
+    ``forward_calls``
+        how many times ``model.forward`` ran, the prefill included (without lookup: one per evaluated token).
+    ``lookup``, ``drafted``, ``accepted``, ``acceptance_rate``
+        prompt-lookup decoding (:class:`~bytes2logits.engine.lookup.LookupConfig`, or ``None`` when off):
+        guessed tokens that were evaluated, how many of them the sampler then picked (each one a token
+        generated without a ``forward`` call of its own), and ``accepted / drafted``.
     """
 
     def __init__(self, model, tokenizer, prompt_ids: np.ndarray, sampler: Sampler, max_tokens: int,
-                 stops: tuple[bytes, ...], stop_ids: frozenset[int], start_pos: int, history: list[int]):
+                 stops: tuple[bytes, ...], stop_ids: frozenset[int], start_pos: int, history: list[int],
+                 lookup: LookupConfig | None = None):
         """Store the already-validated settings; use :func:`generate` to create one."""
         self._model = model
         self._history = history  # ids before start_pos, for the repetition penalty
@@ -421,6 +478,10 @@ class Generation:
         self.prefill_seconds = 0.0
         self.decode_seconds = 0.0
         self.done = False
+        self.lookup = lookup
+        self.forward_calls = 0
+        self.drafted = 0
+        self.accepted = 0
         self._steps = self._run()
 
     def __iter__(self) -> Iterator[str]:
@@ -441,12 +502,21 @@ class Generation:
         """Sampled tokens per second after the prefill (0.0 if nothing was generated)."""
         return len(self.tokens) / self.decode_seconds if self.decode_seconds > 0 else 0.0
 
+    @property
+    def acceptance_rate(self) -> float:
+        """The share of drafted tokens that were accepted (0.0 when nothing was drafted)."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
     def __repr__(self) -> str:
         """A one-line summary: stop reason, token counts and speeds."""
+        spec = ""
+        if self.lookup is not None:
+            spec = (f", lookup {self.accepted}/{self.drafted} drafted tokens accepted, "
+                    f"{self.forward_calls} forward calls")
         return (
             f"<Generation {self.stop_reason or 'running'}: {self.n_prompt} prompt + {len(self.tokens)} "
             f"generated tokens, n_past={self.n_past}, prefill {self.prefill_tokens_per_second:.1f} tok/s, "
-            f"decode {self.decode_tokens_per_second:.1f} tok/s>"
+            f"decode {self.decode_tokens_per_second:.1f} tok/s{spec}>"
         )
 
     def _forward(self, ids: np.ndarray) -> np.ndarray:
@@ -475,7 +545,26 @@ class Generation:
                 f"expected ({rows}, vocab)"
             )
         self.n_past += len(ids)
+        self.forward_calls += 1
         return out[-1]
+
+    def _verify(self, ids: list[int]) -> np.ndarray:
+        """Evaluate ``[token, *draft]`` at ``n_past``; return every row of logits (row j follows ids[j]).
+
+        Only the first id counts as evaluated (``n_past`` grows by 1): each guess joins it once the
+        sampler has picked it. The cache entries of guesses that are rejected are overwritten by the next
+        call, which starts at the first of them.
+        """
+        out = np.asarray(self._model.forward(np.array(ids, dtype=np.int64), start_pos=self.n_past))
+        if out.ndim != 2 or out.shape[0] != len(ids):
+            raise RuntimeError(
+                f"model.forward returned logits of shape {out.shape} for {len(ids)} token(s); "
+                f"expected ({len(ids)}, vocab)"
+            )
+        self.n_past += 1
+        self.forward_calls += 1
+        self.drafted += len(ids) - 1
+        return out
 
     def _finish(self, reason: str, message: str) -> None:
         """Record why the loop ended."""
@@ -484,69 +573,110 @@ class Generation:
 
     def _run(self) -> Iterator[str]:
         """The loop itself, as a generator. Timing counts only the work done inside it."""
-        n_ctx = self._model.n_ctx
-        t0 = time.perf_counter()
-        logits = self._forward(self._prompt)
-        self.prefill_seconds = time.perf_counter() - t0
+        try:
+            yield from generation_loop(self)
+        finally:
+            # Rejected guesses (and an accepted one that ended the run) left entries past n_past in the
+            # model's cache: make the model's count agree, so a follow-up call sees only valid positions.
+            if self.lookup is not None and getattr(self._model, "n_past", -1) > self.n_past:
+                self._model.n_past = self.n_past
 
-        history = self._history + [int(t) for t in self._prompt]
-        pending = b""  # decoded bytes not yet shown
-        t = time.perf_counter()
-        for step in range(self._max_tokens):
-            try:
-                tok = self._sampler.sample(logits, history)
-            except ValueError as e:
-                raise ValueError(f"at sequence position {self.n_past} (generated token {step}): {e}") from e
-            self.tokens.append(tok)
-            self.unevaluated_ids = [tok]
-            if tok in self._stop_ids:
-                self._finish("eos", f"stopped at end-of-generation token {tok}")
-                break
-            history.append(tok)
-            pending += self._tokenizer.decode_bytes([tok])
+def generation_loop(gen: Generation) -> Iterator[str]:
+    """The generation loop of ``gen``: prefill, then sample, check the stops, decode one step, repeat.
 
-            cut, stop = _first_stop(pending, self._stops)
-            if cut >= 0:  # show what came before the stop string, drop the rest
-                chunk, _ = decode_utf8_prefix(pending[:cut], final=True)
-                pending = b""
-                self._finish("stop_string", f"stopped at stop string {stop.decode('utf-8', 'replace')!r}")
-                if chunk:
-                    self.decode_seconds += time.perf_counter() - t
-                    self.text += chunk
-                    yield chunk
-                    t = time.perf_counter()
-                break
+    Yields text chunks as they become safe to show, and records on ``gen`` the tokens, the text, the stop
+    reason, the cache position ``n_past`` and the timings (see :class:`Generation`).
 
-            safe = len(pending) - _held_back(pending, self._stops)
-            chunk, used = decode_utf8_prefix(pending[:safe], final=False)
-            pending = pending[used:]
+    1. **Prefill**: one ``forward`` of the whole prompt at ``gen.start_pos``; its last row of logits
+       gives the first token.
+    2. **Sample** the next token from the current logits (the history feeds the repetition penalty).
+    3. **Stop?** A stop id ends the run without being shown or evaluated. Otherwise its bytes go into a
+       :class:`TextStream`, which says whether a stop string is complete and what text is safe to show.
+       The token budget (``max_tokens``) and a full context window end the run too.
+    4. **Decode step**: evaluate just the new token at position ``n_past`` (the KV cache holds everything
+       before it) and go to 2. With prompt lookup (``gen.lookup``), a few guessed tokens are evaluated in
+       the same call, and each guess the sampler agrees with saves a step.
+    """
+    n_ctx = gen._model.n_ctx
+    t0 = time.perf_counter()
+    logits = gen._forward(gen._prompt)
+    gen.prefill_seconds = time.perf_counter() - t0
+
+    history = gen._history + [int(t) for t in gen._prompt]
+    t = time.perf_counter()
+    drafter = None
+    if gen.lookup is not None:  # the drafting context: earlier turns, the prompt, then each new token
+        drafter = Drafter(gen.lookup)
+        drafter.extend(history)
+    rows: np.ndarray | list[np.ndarray] = [logits]  # rows[i]: the logits the next token is sampled from
+    guesses: list[int] = []  # guesses[i]: the draft's token for rows[i] (the last row has none)
+    i = 0
+    stream = TextStream(gen._stops)  # token bytes in, text that is safe to show out
+    for step in range(gen._max_tokens):
+        guess = guesses[i] if i < len(guesses) else None
+        try:
+            tok = choose_with_draft(gen._sampler, rows[i], history, guess)
+        except ValueError as e:
+            raise ValueError(f"at sequence position {gen.n_past} (generated token {step}): {e}") from e
+        gen.tokens.append(tok)
+        gen.unevaluated_ids = [tok]
+        if tok in gen._stop_ids:
+            gen._finish("eos", f"stopped at end-of-generation token {tok}")
+            break
+        history.append(tok)
+        if drafter is not None:
+            drafter.append(tok)
+        chunk = stream.push(gen._tokenizer.decode_bytes([tok]))
+        if stream.stop is not None:  # the text before the stop string is shown, the rest dropped
+            gen._finish("stop_string", f"stopped at stop string {stream.stop.decode('utf-8', 'replace')!r}")
             if chunk:
-                self.decode_seconds += time.perf_counter() - t
-                self.text += chunk
+                gen.decode_seconds += time.perf_counter() - t
+                gen.text += chunk
                 yield chunk
                 t = time.perf_counter()
-
-            if step == self._max_tokens - 1:
-                break  # the budget is spent; evaluating this token would be wasted work
-            if self.n_past >= n_ctx:
-                self._finish(
-                    "context_full",
-                    f"context window full: all {n_ctx} positions of the KV cache are used "
-                    f"({self.n_past - self.start_pos - self.n_prompt} generated tokens evaluated). "
-                    "Start a new conversation or load the model with a larger n_ctx.",
-                )
-                break
-            logits = self._forward(np.array([tok], dtype=np.int64))
-            self.unevaluated_ids = []
-
-        if self.stop_reason is None:
-            self._finish("max_tokens", f"stopped after max_tokens={self._max_tokens} tokens")
-        chunk, _ = decode_utf8_prefix(pending, final=True)  # held-back bytes are now final
-        self.decode_seconds += time.perf_counter() - t
-        self.done = True
+            break
         if chunk:
-            self.text += chunk
+            gen.decode_seconds += time.perf_counter() - t
+            gen.text += chunk
             yield chunk
+            t = time.perf_counter()
+
+        if step == gen._max_tokens - 1:
+            break  # the budget is spent; evaluating this token would be wasted work
+        if guess is not None and tok == guess:  # a right guess: it is evaluated, its row is computed
+            gen.accepted += 1
+            gen.n_past += 1
+            gen.unevaluated_ids = []
+            i += 1
+            continue
+        if gen.n_past >= n_ctx:
+            gen._finish(
+                "context_full",
+                f"context window full: all {n_ctx} positions of the KV cache are used "
+                f"({gen.n_past - gen.start_pos - gen.n_prompt} generated tokens evaluated). "
+                "Start a new conversation or load the model with a larger n_ctx.",
+            )
+            break
+        draft: list[int] = []
+        if drafter is not None:
+            # Each guess must fit into the cache after tok, and stand for a token that may still be
+            # sampled *and* evaluated (the budget's last token never is, as in plain decoding).
+            room = min(gen.lookup.draft, n_ctx - gen.n_past - 1, gen._max_tokens - step - 2)
+            draft = drafter.propose(room)
+        if draft:
+            rows, guesses, i = gen._verify([tok] + draft), draft, 0
+        else:
+            rows, guesses, i = [gen._forward(np.array([tok], dtype=np.int64))], [], 0
+        gen.unevaluated_ids = []
+
+    if gen.stop_reason is None:
+        gen._finish("max_tokens", f"stopped after max_tokens={gen._max_tokens} tokens")
+    chunk = stream.finish()  # held-back bytes are now final
+    gen.decode_seconds += time.perf_counter() - t
+    gen.done = True
+    if chunk:
+        gen.text += chunk
+        yield chunk
 
 
 def generate(
@@ -560,6 +690,7 @@ def generate(
     stop_ids: Iterable[int] | None = None,
     start_pos: int = 0,
     history: Iterable[int] = (),
+    lookup: LookupConfig | int | None = None,
 ) -> Generation:
     """Generate a continuation of ``prompt_ids``; returns a :class:`Generation` to iterate over.
 
@@ -576,6 +707,14 @@ def generate(
                    run's ``n_past`` to continue it without recomputing what is cached.
     ``history``    the ids already in the cache before ``start_pos`` (a chat's earlier turns): they are
                    not evaluated again, but the repetition penalty sees them, as it would in one long run.
+    ``lookup``     prompt-lookup decoding (:mod:`~bytes2logits.engine.lookup`): ``None`` or ``0`` is off (the
+                   default), an int ``N`` means ``LookupConfig(draft=N)``. Each decode call then also
+                   evaluates up to ``N`` tokens guessed by copying from the context (``history`` + prompt +
+                   output). Under a greedy sampler the ids are the same as without it; with a random
+                   sampler the guesses are accepted by the speculative-sampling rule, which keeps the
+                   sampler's distribution exactly (other random numbers, so other text for one seed). Stops,
+                   ``max_tokens`` and the context limit behave as without it. A sampler that is not a
+                   :class:`Sampler` needs ``is_greedy = True``, or ``distribution()`` and ``rng``.
 
     Everything is checked here, before any work: an empty prompt, ids outside the vocabulary, and a
     prompt that does not fit into the context window (:class:`~bytes2logits.errors.ContextFullError`).
@@ -599,9 +738,17 @@ def generate(
             raise ValueError("stop_strings contains an empty string, which would stop before any output")
         stops.append(b)
     ids = frozenset(int(i) for i in (tokenizer.stop_ids if stop_ids is None else stop_ids))
+    sampler = sampler if sampler is not None else Sampler()
+    lookup = LookupConfig.of(lookup)
+    if lookup is not None and not getattr(sampler, "is_greedy", False) and not (
+            hasattr(sampler, "distribution") and hasattr(sampler, "rng")):
+        raise TypeError(
+            f"lookup decoding needs a greedy sampler or one with distribution() and rng (as Sampler has); "
+            f"{type(sampler).__name__} has neither"
+        )
     return Generation(
-        model, tokenizer, prompt, sampler if sampler is not None else Sampler(), int(max_tokens),
-        tuple(stops), ids, int(start_pos), [int(t) for t in history],
+        model, tokenizer, prompt, sampler, int(max_tokens),
+        tuple(stops), ids, int(start_pos), [int(t) for t in history], lookup,
     )
 
 

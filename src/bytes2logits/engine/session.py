@@ -108,6 +108,8 @@ class ChatSession:
     last: object = None  # the last Generation (stats, stop reason)
     last_prompt_tokens: int = 0
     last_new_tokens: int = 0
+    #: prompt-lookup decoding for every answer: None/0 (off), a draft length, or a LookupConfig
+    lookup: object = field(default=None, kw_only=True)
 
     def __post_init__(self):
         from ..errors import TokenizerError
@@ -119,6 +121,9 @@ class ChatSession:
             )
         if self.system:
             self.messages.append({"role": "system", "content": self.system})
+        from .lookup import LookupConfig
+
+        self.lookup = LookupConfig.of(self.lookup)  # a bad value fails here, not at the first answer
 
     def reset(self) -> None:
         """Start over: drop the history (but keep the system prompt) and the cached ids."""
@@ -151,7 +156,7 @@ class ChatSession:
         new = ids[keep:]
         self.last_prompt_tokens, self.last_new_tokens = len(ids), len(new)
         gen = generate(self.model, self.tokenizer, new, start_pos=keep, sampler=self.sampler, history=ids[:keep],
-                       max_tokens=self.max_tokens, stop_strings=self.stop_strings)
+                       max_tokens=self.max_tokens, stop_strings=self.stop_strings, lookup=self.lookup)
         self.last = gen
         self.messages = messages
         pieces: list[str] = []
@@ -171,14 +176,19 @@ class ChatSession:
         return "".join(self.send(text))
 
 
-def print_stats(session: ChatSession, file=sys.stderr) -> None:
-    """Print the speeds of the last turn (what ``chat --verbose`` shows)."""
+def print_stats(session: ChatSession, file=None) -> None:
+    """Print the speeds of the last turn (what ``chat --verbose`` shows) to ``file`` (default: standard error)."""
     g = session.last
     if g is None:
         return
+    file = sys.stderr if file is None else file  # looked up now: a redirected sys.stderr is honoured
+    spec = ""
+    if g.lookup is not None:
+        spec = (f"; lookup: {g.accepted}/{g.drafted} drafted tokens accepted ({g.acceptance_rate:.0%}), "
+                f"{g.forward_calls} forward calls")
     print(
         f"\n[prompt {session.last_prompt_tokens} tokens, {session.last_new_tokens} evaluated "
         f"({g.prefill_tokens_per_second:.1f} tok/s prefill); {len(g.tokens)} generated "
-        f"({g.decode_tokens_per_second:.1f} tok/s decode); stop: {g.stop_reason}]",
+        f"({g.decode_tokens_per_second:.1f} tok/s decode){spec}; stop: {g.stop_reason}]",
         file=file,
     )

@@ -304,9 +304,36 @@ def main(argv: list[str] | None = None) -> dict:
         fig["ratio_decode_vs_llama_cpp"] = fig["decode_tok_s"] / fig["llama_decode_tok_s"]
         print(f"ratio prefill_vs_llama_cpp: {fig['ratio_prefill_vs_llama_cpp']:.2f}")
         print(f"ratio decode_vs_llama_cpp: {fig['ratio_decode_vs_llama_cpp']:.2f}")
+    ceiling_rows(model, args, fig, best)
     if not args.no_lookup:
         lookup_rows(model, path, args, fig)
     return fig
+
+
+def ceiling_rows(model, args, fig: dict, best: dict) -> None:
+    """The engine against this machine's own limits, measured now: its weight products alone.
+
+    * ``decode_vs_f32_ceiling``: the time of one decode step's weight products alone (every layer matrix
+      and the output head applied to one float32 row: the bytes a step must read, nothing else) over the
+      measured time per decoded token. 1.0 would mean attention, norms, RoPE and Python cost nothing.
+    * ``prefill_vs_roofline``: the same products on ``n_prompt`` rows (BLAS sgemm on the real shapes; the
+      head on the last row only, as the prefill computes it), over the measured prefill time.
+    """
+    from bytes2logits.lessons.speed_view import call_cost, weight_products_seconds
+
+    decode_floor = weight_products_seconds(model, 1, repeats=max(5, args.repeats))
+    prefill_floor = weight_products_seconds(model, args.n_prompt, repeats=max(3, args.repeats))
+    per_token = best["decode_s"] / args.n_decode
+    cost = call_cost(model, args.n_prompt, last_only=True)
+    fig["sgemm_gflops"] = cost.matmul_flops / prefill_floor / 1e9
+    fig["f32_ceiling_tok_s"] = 1.0 / decode_floor
+    fig["ratio_decode_vs_f32_ceiling"] = decode_floor / per_token
+    fig["ratio_prefill_vs_roofline"] = prefill_floor / best["prefill_s"]
+    print(f"weight products alone: {decode_floor * 1e3:.1f} ms per decode step (a ceiling of "
+          f"{fig['f32_ceiling_tok_s']:.1f} tok/s in float32), {prefill_floor * 1e3:.0f} ms for the "
+          f"{args.n_prompt}-token prefill ({fig['sgemm_gflops']:.0f} GFLOP/s of sgemm)")
+    print(f"ratio decode_vs_f32_ceiling: {fig['ratio_decode_vs_f32_ceiling']:.2f}")
+    print(f"ratio prefill_vs_roofline: {fig['ratio_prefill_vs_roofline']:.2f}")
 
 
 if __name__ == "__main__":

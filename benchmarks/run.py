@@ -44,6 +44,8 @@ def main() -> int:
     ratios = {
         "prefill_vs_llama_cpp": eng.get("ratio_prefill_vs_llama_cpp"),
         "decode_vs_llama_cpp": eng.get("ratio_decode_vs_llama_cpp"),
+        "decode_vs_f32_ceiling": eng.get("ratio_decode_vs_f32_ceiling"),
+        "prefill_vs_roofline": eng.get("ratio_prefill_vs_roofline"),
         "decode_lookup_vs_llama_cpp": eng.get("ratio_decode_lookup_vs_llama_cpp"),
         "decode_lookup_vs_llama_cpp_lookup": eng.get("ratio_decode_lookup_vs_llama_cpp_lookup"),
         "decode_lookup_vs_llama_cpp_open": eng.get("ratio_decode_lookup_vs_llama_cpp_open"),

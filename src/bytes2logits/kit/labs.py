@@ -357,6 +357,31 @@ LABS: dict[str, Lab] = {
                      ("transformer_block", "forward"), 3),
             ),
         ),
+        Lab(
+            name="lab17_generation",
+            title="Lab 17 — the generation loop",
+            chapter="course/17_generation.ipynb",
+            module="bytes2logits.engine.generate",
+            # Annotations stay strings (as in the engine module): Generation's refer to Sampler, defined later.
+            imports=("from __future__ import annotations", "import math", "import time",
+                     "from collections.abc import Iterable, Iterator, Sequence",
+                     "import numpy as np", "from bytes2logits.text import decode_utf8_prefix",
+                     "from bytes2logits.engine.checks import check_context, token_id_array",
+                     "from bytes2logits.engine.lookup import Drafter, LookupConfig, choose_with_draft",
+                     "from bytes2logits.engine.generate import _TOP_P_FIRST_TRY"),
+            # Generation is given as source, not imported: its _run calls the notebook's `generation_loop` by
+            # name (an imported Generation would run the package's loop), and `generate` creates it.
+            given=("_real", "Generation", "generate"),
+            tasks=(
+                Task("stages", "The sampler's stages: softmax, repetition penalty, top-k, top-p, min-p",
+                     ("softmax", "_descending_order", "_top_positions", "apply_repetition_penalty",
+                      "top_k_filter", "top_p_filter", "min_p_filter"), 3),
+                Task("sampler", "A seeded Sampler in llama.cpp's order", ("Sampler",), 2),
+                Task("stream", "Stop strings on the byte stream, and the streaming decoder",
+                     ("_held_back", "_first_stop", "TextStream"), 2),
+                Task("loop", "The KV-cached generation loop", ("generation_loop",), 3),
+            ),
+        ),
     ]
 }
 

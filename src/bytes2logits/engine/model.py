@@ -195,7 +195,8 @@ class Model:
         if (weight_transform is not None or dequantizer is not None) and ops.name == "ggml":
             what = "weight_transform" if weight_transform is not None else "dequantizer"
             raise ValueError(
-                f"{what} needs exact numerics: numerics='ggml' multiplies the file's own quantized blocks, "
+                f"{what} needs numerics='exact' (or a Numerics of exact building blocks): numerics='ggml' "
+                "multiplies the file's own quantized blocks, "
                 "which a transformed or differently decoded weight no longer matches"
             )
         self._dequantize: Dequantizer = dequantizer or dequantize

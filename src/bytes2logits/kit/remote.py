@@ -39,6 +39,7 @@ __all__ = [
     "WorkerLost",
     "is_instance",
     "peak_memory",
+    "race",
     "timed",
 ]
 
@@ -318,6 +319,24 @@ def timed(fn, *args, **kwargs):
     start = time.perf_counter()
     result = fn(*args, **kwargs)
     return result, time.perf_counter() - start
+
+
+def race(mine, ref, factor: float, slack: float = 0.01, pairs: int = 5) -> tuple[float, float, bool]:
+    """A speed gate: time ``ref()`` and ``mine()`` alternately, so a busy machine slows both alike.
+
+    Returns ``(best ref, best mine, passed)``: passed when the best of ``mine`` is within
+    ``max(factor * best ref, best ref + slack)`` seconds. It stops early (after at least two pairs) once
+    that holds; both callables should be warm (their first call not paying set-up costs).
+    """
+    ref_times, my_times = [], []
+    limit = 0.0
+    for i in range(pairs):
+        ref_times.append(timed(ref)[1])
+        my_times.append(timed(mine)[1])
+        limit = max(factor * min(ref_times), min(ref_times) + slack)
+        if i >= 1 and min(my_times) <= limit:
+            break
+    return min(ref_times), min(my_times), min(my_times) <= limit
 
 
 def _status_kib(pid: int, key: str) -> int:

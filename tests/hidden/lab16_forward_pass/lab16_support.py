@@ -28,7 +28,7 @@ import numpy as np
 from bytes2logits import assets
 from bytes2logits.kit.implementation import MissingName
 from bytes2logits.kit.labs import repo_root
-from bytes2logits.kit.remote import RemoteImplementation, timed
+from bytes2logits.kit.remote import RemoteImplementation, race  # noqa: F401  (race: the suites' speed gate, S.race)
 
 F32 = np.float32
 parity = runpy.run_path(str(repo_root() / "tests" / "parity_fixtures.py"))
@@ -292,17 +292,3 @@ def check_logits(logits, n: int, n_vocab: int, what: str) -> None:
 
 # --------------------------------------------------------------------------------------------- speed
 
-PAIRS = 5
-
-
-def race(mine, ref, factor: float, slack: float = 0.05):
-    """Time ``ref()`` and ``mine()`` alternately (both already warm); (best ref, best mine, within the limit?)."""
-    ref_times, my_times = [], []
-    limit = 0.0
-    for i in range(PAIRS):
-        ref_times.append(timed(ref)[1])
-        my_times.append(timed(mine)[1])
-        limit = max(factor * min(ref_times), min(ref_times) + slack)
-        if i >= 1 and min(my_times) <= limit:
-            break
-    return min(ref_times), min(my_times), min(my_times) <= limit

@@ -256,7 +256,8 @@ def test_speed(impl, reference, smollm2, ref_smollm2):
 
     Whole matrices per layer: no Python loop over tokens or heads."""
     ids = PROMPTS["multi_turn"]["ids"][:64].tolist()
-    best_ref, best, ok = S.race(lambda: smollm2.forward(ids, 0), lambda: ref_smollm2.forward(ids, 0), SPEED_FACTOR)
+    best_ref, best, ok = S.race(lambda: smollm2.forward(ids, 0), lambda: ref_smollm2.forward(ids, 0), SPEED_FACTOR,
+                               slack=0.05)
     print(f"speed: {best:.3f} s against the reference's {best_ref:.3f} s ({best / best_ref:.2f}x)")
     assert ok, (f"a 64-token forward took {best:.2f} s, {best / best_ref:.1f}x the reference's {best_ref:.2f} s "
                 f"(limit {SPEED_FACTOR:g}x)")

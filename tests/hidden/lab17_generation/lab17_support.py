@@ -23,7 +23,7 @@ import numpy as np
 
 from bytes2logits import assets
 from bytes2logits.kit.implementation import MissingName
-from bytes2logits.kit.remote import RemoteImplementation, timed
+from bytes2logits.kit.remote import RemoteImplementation, race  # noqa: F401  (race: the suites' speed gate, S.race)
 
 SMOLLM2 = assets.path("smollm2")
 GEN = "bytes2logits.engine.generate"
@@ -279,14 +279,3 @@ def run(impl, model, tokenizer, prompt, **kwargs):
     return chunks, gen
 
 
-def race(mine, ref, factor: float, slack: float = 0.01, pairs: int = 5):
-    """Time ``ref()`` and ``mine()`` alternately; (best ref, best mine, within the limit?)."""
-    ref_times, my_times = [], []
-    limit = 0.0
-    for i in range(pairs):
-        ref_times.append(timed(ref)[1])
-        my_times.append(timed(mine)[1])
-        limit = max(factor * min(ref_times), min(ref_times) + slack)
-        if i >= 1 and min(my_times) <= limit:
-            break
-    return min(ref_times), min(my_times), min(my_times) <= limit

@@ -305,6 +305,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"ratio prefill_vs_llama_cpp: {fig['ratio_prefill_vs_llama_cpp']:.2f}")
         print(f"ratio decode_vs_llama_cpp: {fig['ratio_decode_vs_llama_cpp']:.2f}")
     ceiling_rows(model, args, fig, best)
+    few_row_rows(model, fig)
     if not args.no_lookup:
         lookup_rows(model, path, args, fig)
     return fig
@@ -316,12 +317,16 @@ def ceiling_rows(model, args, fig: dict, best: dict) -> None:
     * ``decode_vs_f32_ceiling``: the time of one decode step's weight products alone (every layer matrix
       and the output head applied to one float32 row: the bytes a step must read, nothing else) over the
       measured time per decoded token. 1.0 would mean attention, norms, RoPE and Python cost nothing.
+      Both are averaged the same way: over ``n_decode`` steps (passes), best of the runs.
     * ``prefill_vs_roofline``: the same products on ``n_prompt`` rows (BLAS sgemm on the real shapes; the
       head on the last row only, as the prefill computes it), over the measured prefill time.
     """
     from bytes2logits.lessons.speed_view import call_cost, weight_products_seconds
 
-    decode_floor = weight_products_seconds(model, 1, repeats=max(5, args.repeats))
+    # Like for like with the decode time (the best of `repeats` runs of n_decode steps each, averaged over
+    # the steps): the best of `repeats` runs of n_decode passes of the products, averaged over the passes.
+    decode_floor = min(sum(weight_products_seconds(model, 1, repeats=1, seed=i) for i in range(args.n_decode))
+                       for _ in range(max(3, args.repeats))) / args.n_decode
     prefill_floor = weight_products_seconds(model, args.n_prompt, repeats=max(3, args.repeats))
     per_token = best["decode_s"] / args.n_decode
     cost = call_cost(model, args.n_prompt, last_only=True)
@@ -334,6 +339,35 @@ def ceiling_rows(model, args, fig: dict, best: dict) -> None:
           f"{args.n_prompt}-token prefill ({fig['sgemm_gflops']:.0f} GFLOP/s of sgemm)")
     print(f"ratio decode_vs_f32_ceiling: {fig['ratio_decode_vs_f32_ceiling']:.2f}")
     print(f"ratio prefill_vs_roofline: {fig['ratio_prefill_vs_roofline']:.2f}")
+
+
+def few_row_rows(model, fig: dict, rows: tuple[int, ...] = (2, 9, 16, 32), repeats: int = 3) -> None:
+    """Why ``ops.Linear`` turns small products around: every weight product of one call on ``k`` rows
+    (all layers and the output head), as ``x @ W.T`` and as ``(W @ x.T).T``, alternately, best times.
+
+    Prints ``ratio few_rows_k<k>_wxt_vs_xwt`` (> 1: the weight-on-the-left orientation is faster); the
+    engine uses it for 2 to ``ops.FEW_ROWS`` rows.
+    """
+    from bytes2logits.engine.ops import FEW_ROWS
+
+    weights = [c.weight for L in model.layers for c in (L.qkv, L.out, L.gate_up, L.down)] + [model.output.weight]
+    rng = np.random.default_rng(0)
+    print(f"weight products of one call on k rows (engine: (W @ x.T).T for 2..{FEW_ROWS} rows, else x @ W.T):")
+    for k in rows:
+        xs = [rng.standard_normal((k, w.shape[1]), dtype=np.float32) for w in weights]
+        plain, turned = [], []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            for w, x in zip(weights, xs):
+                x @ w.T
+            plain.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            for w, x in zip(weights, xs):
+                np.ascontiguousarray((w @ x.T).T)
+            turned.append(time.perf_counter() - t)
+        fig[f"ratio_few_rows_k{k}_wxt_vs_xwt"] = min(plain) / min(turned)
+        print(f"  k={k:<3} x @ W.T {min(plain) * 1e3:6.1f} ms   (W @ x.T).T {min(turned) * 1e3:6.1f} ms   "
+              f"ratio few_rows_k{k}_wxt_vs_xwt: {fig[f'ratio_few_rows_k{k}_wxt_vs_xwt']:.2f}")
 
 
 if __name__ == "__main__":

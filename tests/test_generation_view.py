@@ -301,6 +301,9 @@ def test_candidate_bars_draw_each_rows_probabilities():
     assert len(bottom.collections[0].get_offsets()) == 1
     assert [t.get_text() for t in bottom.get_xticklabels()] == ["\u2423Paris", "\u21b5", "Q"]
     assert bottom.get_title(loc="left") == "cut: 2 candidate(s), these bars hold 100%"
+    assert top.get_legend() is None                          # nothing removed: no legend for the x marks
+    assert [t.get_text() for t in bottom.get_legend().get_texts()] == ["not a candidate any more"]
+    assert top.get_ylabel() == bottom.get_ylabel() == "probability"
     plt.close(fig)
 
 
@@ -309,6 +312,8 @@ def test_frequency_bars_draw_probabilities_and_frequencies():
 
     fig = gv.frequency_bars(np.array([PARIS, Q]), np.array([0.75, 0.25]), np.array([70, 30]), FakeTokenizer())
     assert _heights(fig.axes[0]) == [0.25, 0.3, 0.7, 0.75]
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels == ["exact probability (±2 standard errors)", "frequency in 100 draws"]
     plt.close(fig)
 
 

@@ -296,6 +296,10 @@ def test_verify_cost_bars_and_line():
     ax = fig.axes[0]
     assert [round(p.get_height(), 6) for p in ax.patches] == [50.0, 120.0, 200.0]
     assert np.allclose(ax.lines[0].get_ydata(), [50.0, 100.0, 450.0])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "9"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["n decode steps of 1 token each", "one call of n tokens"]
+    assert ax.get_xlabel().startswith("tokens in the call, n")
     plt.close(fig)
     with pytest.raises(ValueError):
         sv.verify_cost([2, 4], [0.1, 0.2])

@@ -115,8 +115,8 @@ def candidate_bars(rows: Sequence[tuple[str, np.ndarray, np.ndarray]], tokenizer
 
     ``rows`` are ``(label, ids, probs)`` (a :class:`Stage` is one). The tokens on the x axis are the
     ``n`` most likely of the *first* row, so a token that a later row removed shows as an empty slot
-    marked ``x``; each panel's title says how many candidates the row has and how much of its
-    probability the drawn bars hold.
+    marked ``x`` (and named in that panel's legend); each panel's title says how many candidates the row
+    has and how much of its probability the drawn bars hold.
     """
     import matplotlib.pyplot as plt
 
@@ -131,10 +131,13 @@ def candidate_bars(rows: Sequence[tuple[str, np.ndarray, np.ndarray]], tokenizer
         kept = np.array([int(t) in lookup for t in top])
         ymax = max(ymax, float(values.max()))
         ax.bar(np.flatnonzero(kept), values[kept], color="#3b82f6")
-        ax.scatter(np.flatnonzero(~kept), np.zeros((~kept).sum()), marker="x", color="#9ca3af", zorder=3)
+        ax.scatter(np.flatnonzero(~kept), np.zeros((~kept).sum()), marker="x", color="#9ca3af", zorder=3,
+                   label="not a candidate any more")
+        if not kept.all():
+            ax.legend(fontsize=7, frameon=False, loc="upper right")
         ax.set_title(f"{label}: {len(lookup):,} candidate(s), these bars hold {values.sum():.0%}",
                      fontsize=9, loc="left")
-        ax.set_ylabel("p", fontsize=8)
+        ax.set_ylabel("probability", fontsize=8)
         ax.spines[["top", "right"]].set_visible(False)
     for ax in axes[:, 0]:
         ax.set_ylim(0, ymax * 1.1)
@@ -158,9 +161,10 @@ def frequency_bars(ids: np.ndarray, probs: np.ndarray, counts: np.ndarray, token
     se = np.sqrt(probs * (1 - probs) / total)
     x = np.arange(len(ids))
     fig, ax = plt.subplots(figsize=(7.5, 2.8))
-    ax.bar(x - 0.2, probs, 0.4, yerr=2 * se, capsize=3, color="#93c5fd", label="exact probability")
+    ax.bar(x - 0.2, probs, 0.4, yerr=2 * se, capsize=3, color="#93c5fd", label="exact probability (±2 standard errors)")
     ax.bar(x + 0.2, counts / total, 0.4, color="#f97316", label=f"frequency in {int(total):,} draws")
     ax.set_xticks(x, [token_label(tokenizer, t) for t in ids], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("probability / frequency", fontsize=8)
     ax.legend(fontsize=8, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     ax.set_title(title or "the engine's Sampler against its own distribution", fontsize=10)

@@ -644,10 +644,11 @@ def profile_bars(breakdowns: Mapping[str, Mapping[str, float]], *, shares: bool 
 
 
 def verify_cost(sizes: Sequence[int], seconds: Sequence[float], *, title: str | None = None):
-    """Milliseconds of one forward call of ``sizes[i]`` tokens after a prompt, against ``k`` decode steps.
+    """Milliseconds of one forward call of ``sizes[i]`` tokens after a prompt, against as many decode steps.
 
-    ``sizes`` must start with 1 (the decode step). The dashed line is ``k`` separate steps; a bar below
-    it is a verification call that is cheaper than decoding its tokens one by one.
+    ``sizes`` must start with 1 (the decode step). The dashed line is ``sizes[i]`` separate one-token
+    steps; a bar below it is a verification call (the last token plus ``sizes[i] - 1`` guesses) that is
+    cheaper than decoding its tokens one by one.
     """
     import matplotlib.pyplot as plt
 
@@ -655,10 +656,10 @@ def verify_cost(sizes: Sequence[int], seconds: Sequence[float], *, title: str | 
     if sizes[0] != 1:
         raise ValueError("sizes must start with 1 (one decode step)")
     fig, ax = plt.subplots(figsize=(7, 3.0))
-    ax.bar(range(len(sizes)), ms, color="#60a5fa", label="one call of k tokens")
-    ax.plot(range(len(sizes)), sizes * ms[0], "k--", marker=".", label="k decode steps of 1 token")
+    ax.bar(range(len(sizes)), ms, color="#60a5fa", label="one call of n tokens")
+    ax.plot(range(len(sizes)), sizes * ms[0], "k--", marker=".", label="n decode steps of 1 token each")
     ax.set_xticks(range(len(sizes)), [str(s) for s in sizes])
-    ax.set_xlabel("tokens in the call (k)")
+    ax.set_xlabel("tokens in the call, n (the last token + n - 1 guesses)")
     ax.set_ylabel("milliseconds")
     ax.legend(fontsize=8, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)

@@ -325,8 +325,7 @@ def ceiling_rows(model, args, fig: dict, best: dict) -> None:
 
     # Like for like with the decode time (the best of `repeats` runs of n_decode steps each, averaged over
     # the steps): the best of `repeats` runs of n_decode passes of the products, averaged over the passes.
-    decode_floor = min(sum(weight_products_seconds(model, 1, repeats=1, seed=i) for i in range(args.n_decode))
-                       for _ in range(max(3, args.repeats))) / args.n_decode
+    decode_floor = weight_products_seconds(model, 1, repeats=max(3, args.repeats), passes=args.n_decode)
     prefill_floor = weight_products_seconds(model, args.n_prompt, repeats=max(3, args.repeats))
     per_token = best["decode_s"] / args.n_decode
     cost = call_cost(model, args.n_prompt, last_only=True)
@@ -349,8 +348,10 @@ def few_row_rows(model, fig: dict, rows: tuple[int, ...] = (2, 9, 16, 32), repea
     engine uses it for 2 to ``ops.FEW_ROWS`` rows.
     """
     from bytes2logits.engine.ops import FEW_ROWS
+    from bytes2logits.lessons.speed_view import weight_matrices
 
-    weights = [c.weight for L in model.layers for c in (L.qkv, L.out, L.gate_up, L.down)] + [model.output.weight]
+    layers, head = weight_matrices(model)
+    weights = [c.weight for c in layers] + [head.weight]
     rng = np.random.default_rng(0)
     print(f"weight products of one call on k rows (engine: (W @ x.T).T for 2..{FEW_ROWS} rows, else x @ W.T):")
     for k in rows:

@@ -131,6 +131,16 @@ def test_weight_products_are_the_product_components(tiny):
     assert sum(spent.values()) <= seconds * 1.5 + 1e-3
 
 
+def test_weight_products_passes_give_the_time_per_pass(tiny, monkeypatch):
+    calls = []
+    monkeypatch.setattr(sv, "best_time", lambda f, repeats: (f(), calls.append(1), 6.0)[-1])
+    layers, head = sv.weight_matrices(tiny)
+    counted = []
+    monkeypatch.setattr(type(head), "__call__", lambda self, x: counted.append(len(x)) or x @ self.weight.T)
+    assert sv.weight_products_seconds(tiny, 2, passes=3) == pytest.approx(2.0)  # 6 s for 3 passes
+    assert len(calls) == 1 and len(counted) == 3 * (len(layers) + 1)
+
+
 # ------------------------------------------------------------------------------------------------
 # BLAS threads
 # ------------------------------------------------------------------------------------------------

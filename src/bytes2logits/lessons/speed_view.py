@@ -101,8 +101,8 @@ class CallCost(NamedTuple):
         return self.flops / self.bytes
 
 
-def _matrices(model) -> tuple[list, object]:
-    """The layer callables with their weights, and the output head."""
+def weight_matrices(model) -> tuple[list, object]:
+    """The layer callables with their weights (each layer's qkv, out, gate_up, down), and the output head."""
     return [c for L in model.layers for c in (L.qkv, L.out, L.gate_up, L.down)], model.output
 
 
@@ -125,7 +125,7 @@ def call_cost(model, n_tokens: int, n_past: int = 0, *, last_only: bool = False,
     hp = model.hparams
     n, past = int(n_tokens), int(n_past)
     head_bits = layer_bits if head_bits is None else head_bits
-    layers, head = _matrices(model)
+    layers, head = weight_matrices(model)
     layer_weights = sum(c.weight.size for c in layers)
     head_weights = head.weight.size
     head_rows = 1 if last_only else n
@@ -256,24 +256,26 @@ def timed_components(model) -> Iterator[ComponentTimer]:
 
 
 def weight_products_seconds(model, n_rows: int = 1, *, last_only: bool = True, repeats: int = 5,
-                            seed: int = 0) -> float:
+                            seed: int = 0, passes: int = 1) -> float:
     """Best time of one forward call's weight products alone: every layer matrix and the output head.
 
     Each of the model's own layer callables is applied to a random float32 input of ``n_rows`` rows (the
     output head to 1 row with ``last_only``), exactly the products a call of ``n_rows`` tokens makes,
-    without the norms, attention, reshapes and Python around them.
+    without the norms, attention, reshapes and Python around them. With ``passes > 1`` each timing runs
+    that many passes back to back and the result is the time per pass (averaged like a run of decode steps).
     """
     rng = np.random.default_rng(seed)
-    layers, head = _matrices(model)
+    layers, head = weight_matrices(model)
     inputs = [rng.standard_normal((n_rows, c.weight.shape[1]), dtype=np.float32) for c in layers]
     head_in = rng.standard_normal((1 if last_only else n_rows, head.weight.shape[1]), dtype=np.float32)
 
     def products():
-        for c, x in zip(layers, inputs):
-            c(x)
-        head(head_in)
+        for _ in range(passes):
+            for c, x in zip(layers, inputs):
+                c(x)
+            head(head_in)
 
-    return best_time(products, repeats)
+    return best_time(products, repeats) / passes
 
 
 # --------------------------------------------------------------------------------------------------

@@ -175,3 +175,28 @@ def test_check_flags_the_reference_as_an_answer(tmp_path, answer, reason):
     r = check()
     assert r.returncode == 1
     assert "score: 0/10" in r.stdout and "flagged for manual grading" in r.stdout and reason in r.stdout
+
+
+@pytest.mark.slow
+def test_the_package_reached_by_a_route_the_scan_cannot_read_fails_the_task(tmp_path):
+    """Lab 16's norms answered by calling the course package's own functions, found through a module name
+    built at run time (no import the integrity scan can read): the fence makes them raise while the suite
+    runs, so that task gets none of its checks and says why; the other tasks keep full marks."""
+    lab = LABS["lab16_forward_pass"]
+    nb = nbformat.read(lab.source_notebook(), as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_norms")
+    cell.source = ('_where = __import__("importlib").import_module(".".join(["bytes2logits", "engine", "ops"]))\n\n\n'
+                   "def rms_norm(x, weight, eps):\n    return _where.rms_norm(x, weight, eps)\n\n\n"
+                   "def swiglu(gate, up):\n    return _where.swiglu(gate, up)\n")
+    copy = tmp_path / f"{lab.name}.ipynb"
+    nbformat.write(nb, copy)
+    r = subprocess.run([sys.executable, "-m", "bytes2logits", "check", str(copy)], cwd=tmp_path, env=tool_env(),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    norms = next(t for t in lab.tasks if t.id == "norms")
+    assert _checks(r.stdout, "norms")[0] == 0, r.stdout
+    assert "course package's own" in r.stdout, r.stdout
+    for task in lab.tasks:
+        if task is not norms:
+            passed, total = _checks(r.stdout, task.id)
+            assert passed == total, f"{task.id}: {passed}/{total}\n{r.stdout}"

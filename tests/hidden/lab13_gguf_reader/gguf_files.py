@@ -35,7 +35,7 @@ import numpy as np
 
 from bytes2logits import assets
 from bytes2logits.errors import GGUFError
-from bytes2logits.kit.implementation import MissingName
+from bytes2logits.kit.probes import module_fallback, worker_name
 from bytes2logits.kit.rpc import Remote
 
 REFERENCE = importlib.import_module("bytes2logits.engine.gguf")  # the package reference, in this process
@@ -62,26 +62,14 @@ SCALAR_DTYPES = {int(t): np.dtype(d) for t, d in gguf.GGUFReader.gguf_scalar_to_
 
 # -------------------------------------------------------------------------------- where the code runs
 
-_MODULES = {"np": "numpy", "os": "os", "mmap": "mmap"}
+_FALLBACK = module_fallback({"np": "numpy", "os": "os", "mmap": "mmap"}, "bytes2logits.engine.gguf")
 
 
 def where(impl, name: str):
-    """``name`` as the code under test sees it: a proxy of the worker's own object in a trusted run (the set-up
-    cell's classes and modules, not the grader's copies), else the namespace's object, else what the set-up
-    cell imports (the reference namespace holds only the lab's names)."""
-    sub = getattr(impl, "_submission", None)
-    if sub is not None:
-        kind, value = sub.lookup(name)
-        if kind == "missing":
-            raise MissingName(f"your notebook does not define `{name}`: run the set-up cell and keep its names")
-        return value
-    try:
-        return getattr(impl, name)
-    except AttributeError:
-        pass
-    if name in _MODULES:
-        return importlib.import_module(_MODULES[name])
-    return getattr(importlib.import_module("bytes2logits.engine.gguf"), name)
+    """``name`` as the code under test sees it: the worker's own object in a trusted run (the set-up cell's
+    classes and modules, not the grader's copies), else the namespace's object, else what the set-up cell
+    imports (the reference namespace holds only the lab's names)."""
+    return worker_name(impl, name, _FALLBACK)
 
 
 def open_map(impl, path: Path):

@@ -15,7 +15,7 @@ import pytest
 
 from bytes2logits import assets
 from bytes2logits.engine.gguf import GGML_BLOCK_SIZES, GGMLType, GGUFReader
-from bytes2logits.kit.implementation import MissingName
+from bytes2logits.kit.probes import worker_name
 from bytes2logits.kit.remote import timed
 
 # Where the fp16 fields of each block type sit (byte offsets): d, then dmin or m when there is one.
@@ -69,13 +69,7 @@ def worker_function(impl, name: str):
     But this driver calls the learner's kernels through its own namespace, so it must run where they are:
     the worker.
     """
-    sub = getattr(impl, "_submission", None)
-    if sub is None:  # the package reference, or a learner's live kernel: the name is the right one already
-        return getattr(impl, name)
-    kind, value = sub.lookup(name)
-    if kind == "missing":
-        raise MissingName(f"your notebook does not define `{name}`: run the set-up cell")
-    return value
+    return worker_name(impl, name)
 
 
 def dequantize_with(impl, raw: np.ndarray, ggml_type: GGMLType) -> np.ndarray:

@@ -26,9 +26,11 @@ import runpy
 import numpy as np
 
 from bytes2logits import assets
-from bytes2logits.kit.implementation import MissingName
+from bytes2logits.kit import probes
 from bytes2logits.kit.labs import repo_root
-from bytes2logits.kit.remote import RemoteImplementation, race  # noqa: F401  (race: the suites' speed gate, S.race)
+from bytes2logits.kit.probes import global_replaced, module_fallback, worker_eval  # noqa: F401  (S.<name>)
+from bytes2logits.kit.probes import is_remote as remote
+from bytes2logits.kit.remote import race  # noqa: F401  (race: the suites' speed gate, S.race)
 
 F32 = np.float32
 parity = runpy.run_path(str(repo_root() / "tests" / "parity_fixtures.py"))
@@ -106,102 +108,18 @@ def is_float32_array(x) -> bool:
 
 # ----------------------------------------------------------------------- where the code under test runs
 
-def remote(impl) -> bool:
-    return isinstance(impl, RemoteImplementation)
+_NP = module_fallback({"np": "numpy"})
 
 
 def worker_name(impl, name: str):
     """``name`` as the code under test sees it: the worker's own object in a trusted run (``np``, the set-up
     cell's classes); the package's in-process (the reference namespace holds only the lab's names)."""
-    sub = getattr(impl, "_submission", None)
-    if sub is not None:
-        kind, value = sub.lookup(name)
-        if kind == "missing":
-            raise MissingName(f"your notebook does not define `{name}`: run the set-up cell and keep its names")
-        return value
-    if name == "np":
-        return np
-    return getattr(impl, name)
+    return probes.worker_name(impl, name, _NP)
 
 
-_EVALS: dict = {}
-
-
-def worker_eval(impl, source: str):
-    """The value of the expression ``source`` (``np`` in scope), evaluated where ``impl``'s code runs.
-
-    In a worker, a function it makes stays there (the grader gets a handle): calling it runs there and
-    only what it returns crosses back. The worker's builtins are read from its ``numpy`` module, which a
-    notebook cannot rebind the way it can rebind its own namespace's ``__builtins__``.
-    """
-    sub = getattr(impl, "_submission", None)
-    if sub is None:
-        return eval(source, {"np": np})  # noqa: S307 - the suite's own source, never the learner's
-    ep = sub.ensure()
-    key = (id(ep), source)
-    if key not in _EVALS:
-        np_ = worker_name(impl, "np")
-        kind, builtins = ep.request("getattr", np_, "__builtins__")
-        _EVALS[key] = builtins["eval"](source, {"np": np_})
-    return _EVALS[key]
-
-
-_TRAP = ("lambda *args, **kwargs: (_ for _ in ()).throw(RuntimeError('this is the course package\\'s own "
-         "implementation of the task, not yours: write the function yourself'))")
-_FENCE = ("lambda targets, trap: [(f, f.__code__, setattr(f, '__code__', trap.__code__))[:2] "
-          "for f in [getattr(__import__(m, fromlist=['_']), n) for m, n in targets]]")
-_UNFENCE = "lambda saved: [setattr(f, '__code__', c) for f, c in saved] and None"
-# Functions of the notebook's namespace that run one of the fenced functions' own code objects (a copy made
-# with types.FunctionType keeps the original code, which the fence no longer holds).
-_COPIES = ("lambda g, saved: [k for k, v in list(g.__globals__.items()) if type(v) is type(g) and "
-           "any(v.__code__ is c or v.__code__ == c for _, c in saved)]")
-
-
-@contextlib.contextmanager
 def fence(impl, targets):
-    """While the block runs, the package's functions ``targets`` ((module, name) pairs) raise in the worker.
-
-    Only for a notebook in a worker: in-process the implementation under test *is* the package (reference
-    mode) or shares the process with the suite's own oracles (a learner's kernel). A top-level function of
-    the notebook that carries one of their code objects fails the check outright.
-    """
-    if not remote(impl):
-        yield
-        return
-    saved = worker_eval(impl, _FENCE)(list(targets), worker_eval(impl, _TRAP))
-    try:
-        copies = worker_eval(impl, _COPIES)(impl.exact_numerics, saved)
-        assert not copies, (f"{', '.join(copies)} runs the course package's own code (a copy of its function): "
-                            "write the function yourself")
-        yield
-    finally:
-        with contextlib.suppress(Exception):  # a worker that died took its fence with it
-            worker_eval(impl, _UNFENCE)(saved)
-
-
-@contextlib.contextmanager
-def global_replaced(impl, function: str, name: str, value):
-    """While the block runs, the global ``name`` that ``impl.<function>`` sees is ``value`` (in its worker, the
-    notebook's namespace; in-process, the function's module)."""
-    fn = getattr(impl, function)
-    if not remote(impl):
-        namespace = fn.__globals__
-        saved = namespace[name]
-        namespace[name] = value
-        try:
-            yield
-        finally:
-            namespace[name] = saved
-        return
-    get = worker_eval(impl, "lambda f, name: f.__globals__[name]")
-    put = worker_eval(impl, "lambda f, name, value: f.__globals__.__setitem__(name, value)")
-    saved = get(fn, name)
-    put(fn, name, value)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(Exception):
-            put(fn, name, saved)
+    """:func:`bytes2logits.kit.probes.fence`, searching the notebook's namespace for copies of the fenced code."""
+    return probes.fence(impl, targets, "exact_numerics")
 
 
 @contextlib.contextmanager

@@ -16,14 +16,14 @@ Loaded by each suite with ``runpy`` (the suites are imported in importlib mode, 
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
 
 from bytes2logits import assets
-from bytes2logits.kit.implementation import MissingName
-from bytes2logits.kit.remote import RemoteImplementation, race  # noqa: F401  (race: the suites' speed gate, S.race)
+from bytes2logits.kit import probes
+from bytes2logits.kit.probes import is_remote as remote  # noqa: F401  (S.remote)
+from bytes2logits.kit.remote import race  # noqa: F401  (race: the suites' speed gate, S.race)
 
 SMOLLM2 = assets.path("smollm2")
 GEN = "bytes2logits.engine.generate"
@@ -115,103 +115,29 @@ def cut_text(data: bytes, stops) -> tuple[str, bytes | None]:
 
 # ----------------------------------------------------------------------- where the code under test runs
 
-def remote(impl) -> bool:
-    return isinstance(impl, RemoteImplementation)
-
-
 def worker_name(impl, name: str):
-    sub = getattr(impl, "_submission", None)
-    if sub is not None:
-        kind, value = sub.lookup(name)
-        if kind == "missing":
-            raise MissingName(f"your notebook does not define `{name}`: run the set-up cell and keep its names")
-        return value
-    return getattr(impl, name)
-
-
-_EVALS: dict = {}
-
-
-def _worker_numpy(impl):
-    """The worker's numpy module: the set-up cell's ``np``, or (the reference worker) the engine module's."""
-    sub = impl._submission
-    kind, value = sub.lookup("np")
-    if kind != "missing":
-        return value
-    ep = sub.ensure()
-    kind, glob = ep.request("getattr", worker_name(impl, "generate"), "__globals__")
-    return glob["np"]
+    return probes.worker_name(impl, name)
 
 
 def worker_eval(impl, source: str):
-    """The value of the expression ``source`` (``np`` in scope), evaluated where ``impl``'s code runs.
-
-    A function it makes stays in the worker (the grader gets a handle). Builtins come from the worker's
-    ``numpy`` module, which a notebook cannot rebind the way it can its namespace's ``__builtins__``.
-    """
-    sub = getattr(impl, "_submission", None)
-    if sub is None:
-        return eval(source, {"np": np})  # noqa: S307 - the suite's own source, never the learner's
-    ep = sub.ensure()
-    key = (id(ep), source)
-    if key not in _EVALS:
-        np_ = _worker_numpy(impl)
-        kind, builtins = ep.request("getattr", np_, "__builtins__")
-        _EVALS[key] = builtins["eval"](source, {"np": np_})
-    return _EVALS[key]
-
-
-_TRAP = ("lambda *args, **kwargs: (_ for _ in ()).throw(RuntimeError('this is the course package\\'s own "
-         "implementation of the task, not yours: write the function yourself'))")
-_UNFENCE = "lambda saved: [setattr(f, '__code__', c) for f, c in saved] and None"
-_COPIES = ("lambda g, saved: [k for k, v in list(g.__globals__.items()) if type(v) is type(g) and "
-           "any(v.__code__ is c or v.__code__ == c for _, c in saved)]")
+    """:func:`bytes2logits.kit.probes.worker_eval`; the worker's ``numpy`` is the one ``generate`` sees when
+    the notebook has no ``np`` of its own."""
+    return probes.worker_eval(impl, source, "generate")
 
 
 def methods(cls_name: str, names) -> list:
     return [(GEN, f"{cls_name}.{n}") for n in names]
 
 
-_RESOLVE = ("lambda m, path: (lambda f: getattr(f, '__func__', f))(__import__('functools').reduce(getattr, "
-            "path.split('.'), __import__(m, fromlist=['_'])))")
-_FENCE = ("lambda targets, trap, resolve: [(f, f.__code__, setattr(f, '__code__', trap.__code__))[:2] "
-          "for f in [resolve(m, n) for m, n in targets] if hasattr(f, '__code__')]")
-
-
-@contextlib.contextmanager
 def fence(impl, targets):
-    """While the block runs, the package's functions ``targets`` ((module, dotted name) pairs) raise in the
-    worker. Only for a notebook in a worker (in-process the implementation under test *is* the package)."""
-    if not remote(impl):
-        yield
-        return
-    saved = worker_eval(impl, _FENCE)(list(targets), worker_eval(impl, _TRAP), worker_eval(impl, _RESOLVE))
-    try:
-        copies = worker_eval(impl, _COPIES)(impl.generate, saved)
-        assert not copies, (f"{', '.join(copies)} runs the course package's own code (a copy of its function): "
-                            "write the function yourself")
-        yield
-    finally:
-        with contextlib.suppress(Exception):
-            worker_eval(impl, _UNFENCE)(saved)
+    """:func:`bytes2logits.kit.probes.fence`, searching the notebook's namespace for copies of the fenced code."""
+    return probes.fence(impl, targets, "generate")
 
 
-_SWAP = ("lambda f, name, value: (lambda g: (lambda old: (g.__setitem__(name, value), "
-         "lambda: g.__setitem__(name, old))[1])(g[name]))(f.__globals__)")
-
-
-@contextlib.contextmanager
 def global_replaced(impl, function: str, name: str, value_source: str):
     """While the block runs, the global ``name`` that ``impl.<function>`` sees is the worker-side value of the
-    expression ``value_source`` (e.g. the package's ``TextStream``, so a loop check does not grade task 3).
-    The swap happens in the worker: only a function handle (the undo) comes back."""
-    fn = getattr(impl, function)
-    undo = worker_eval(impl, f"lambda f, name, swap: swap(f, name, {value_source})")(fn, name, worker_eval(impl, _SWAP))
-    try:
-        yield
-    finally:
-        with contextlib.suppress(Exception):
-            undo()
+    expression ``value_source`` (e.g. the package's ``TextStream``, so a loop check does not grade task 3)."""
+    return probes.global_replaced(impl, function, name, worker_eval(impl, value_source))
 
 
 PACKAGE_TEXTSTREAM = "__import__('bytes2logits.engine.generate', fromlist=['_']).TextStream"

@@ -281,8 +281,12 @@ def main(argv: list[str] | None = None) -> dict:
     if not args.no_llama:
         from bench_llama_cpp import measure as llama_measure  # noqa: E402
 
+    floors: list[dict] = []
     for _ in range(args.repeats):
+        # One round: the engine, its weight products alone (the ceilings), llama.cpp. Each figure is the
+        # best of its rounds, so a burst of load on the machine hits all three alike.
         ours.append(measure_engine(model, args.n_prompt, args.n_decode))
+        floors.append(measure_floors(model, args.n_prompt, args.n_decode))
         if llama_measure is not None:
             llama_runs.append(llama_measure(path, args.n_prompt, args.n_decode, args.threads, repeats=1))
 
@@ -304,29 +308,38 @@ def main(argv: list[str] | None = None) -> dict:
         fig["ratio_decode_vs_llama_cpp"] = fig["decode_tok_s"] / fig["llama_decode_tok_s"]
         print(f"ratio prefill_vs_llama_cpp: {fig['ratio_prefill_vs_llama_cpp']:.2f}")
         print(f"ratio decode_vs_llama_cpp: {fig['ratio_decode_vs_llama_cpp']:.2f}")
-    ceiling_rows(model, args, fig, best)
+    ceiling_rows(model, args, fig, best, {k: min(f[k] for f in floors) for k in floors[0]})
     few_row_rows(model, fig)
     if not args.no_lookup:
         lookup_rows(model, path, args, fig)
     return fig
 
 
-def ceiling_rows(model, args, fig: dict, best: dict) -> None:
-    """The engine against this machine's own limits, measured now: its weight products alone.
+def measure_floors(model, n_prompt: int, n_decode: int) -> dict:
+    """One timing of the weight products alone for each engine figure, measured like it (seconds).
 
-    * ``decode_vs_f32_ceiling``: the time of one decode step's weight products alone (every layer matrix
-      and the output head applied to one float32 row: the bytes a step must read, nothing else) over the
-      measured time per decoded token. 1.0 would mean attention, norms, RoPE and Python cost nothing.
-      Both are averaged the same way: over ``n_decode`` steps (passes), best of the runs.
-    * ``prefill_vs_roofline``: the same products on ``n_prompt`` rows (BLAS sgemm on the real shapes; the
-      head on the last row only, as the prefill computes it), over the measured prefill time.
+    ``decode_s``: ``n_decode`` passes of one decode step's products (every layer matrix and the output head
+    on one float32 row), per pass; ``prefill_s``: the same products on ``n_prompt`` rows, the head on the
+    last row only, as the prefill computes it.
     """
-    from bytes2logits.lessons.speed_view import call_cost, weight_products_seconds
+    from bytes2logits.lessons.speed_view import weight_products_seconds
 
-    # Like for like with the decode time (the best of `repeats` runs of n_decode steps each, averaged over
-    # the steps): the best of `repeats` runs of n_decode passes of the products, averaged over the passes.
-    decode_floor = weight_products_seconds(model, 1, repeats=max(3, args.repeats), passes=args.n_decode)
-    prefill_floor = weight_products_seconds(model, args.n_prompt, repeats=max(3, args.repeats))
+    return {"decode_s": weight_products_seconds(model, 1, repeats=1, passes=n_decode),
+            "prefill_s": weight_products_seconds(model, n_prompt, repeats=1)}
+
+
+def ceiling_rows(model, args, fig: dict, best: dict, floor: dict) -> None:
+    """The engine against this machine's own limits: its weight products alone, timed in the same rounds.
+
+    * ``decode_vs_f32_ceiling``: the time of one decode step's weight products alone (the bytes a step must
+      read, nothing else) over the measured time per decoded token. 1.0 would mean attention, norms, RoPE
+      and Python cost nothing. Both are the best of the rounds, averaged over ``n_decode`` steps (passes).
+    * ``prefill_vs_roofline``: the same products on ``n_prompt`` rows (BLAS sgemm on the real shapes), over
+      the measured prefill time.
+    """
+    from bytes2logits.lessons.speed_view import call_cost
+
+    decode_floor, prefill_floor = floor["decode_s"], floor["prefill_s"]
     per_token = best["decode_s"] / args.n_decode
     cost = call_cost(model, args.n_prompt, last_only=True)
     fig["sgemm_gflops"] = cost.matmul_flops / prefill_floor / 1e9
@@ -341,19 +354,20 @@ def ceiling_rows(model, args, fig: dict, best: dict) -> None:
 
 
 def few_row_rows(model, fig: dict, rows: tuple[int, ...] = (2, 9, 16, 32), repeats: int = 3) -> None:
-    """Why ``ops.Linear`` turns small products around: every weight product of one call on ``k`` rows
-    (all layers and the output head), as ``x @ W.T`` and as ``(W @ x.T).T``, alternately, best times.
+    """The orientation ``ops.Linear`` does not use, timed against the one it does: every weight product of one
+    call on ``k`` rows (a prompt-lookup verification has 2-9), as ``x @ W.T`` and as ``(W @ x.T).T``,
+    alternately, best times.
 
-    Prints ``ratio few_rows_k<k>_wxt_vs_xwt`` (> 1: the weight-on-the-left orientation is faster); the
-    engine uses it for 2 to ``ops.FEW_ROWS`` rows.
+    Prints ``ratio few_rows_k<k>_wxt_vs_xwt`` (> 1: the weight-on-the-left orientation would be faster).
+    Seen here: 1.15-2x on a machine busy with other work, 0.82-1.09 on a quiet one; the engine keeps
+    ``x @ W.T``.
     """
-    from bytes2logits.engine.ops import FEW_ROWS
     from bytes2logits.lessons.speed_view import weight_matrices
 
     layers, head = weight_matrices(model)
     weights = [c.weight for c in layers] + [head.weight]
     rng = np.random.default_rng(0)
-    print(f"weight products of one call on k rows (engine: (W @ x.T).T for 2..{FEW_ROWS} rows, else x @ W.T):")
+    print("weight products of one call on k rows (the engine computes x @ W.T):")
     for k in rows:
         xs = [rng.standard_normal((k, w.shape[1]), dtype=np.float32) for w in weights]
         plain, turned = [], []

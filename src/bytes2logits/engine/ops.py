@@ -155,20 +155,14 @@ def attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, mask: np.ndar
     return out
 
 
-#: up to this many rows, ``Linear`` computes ``(W @ x.T).T`` instead of ``x @ W.T`` (see ``Linear``)
-FEW_ROWS = 32
-
-
 class Linear:
     """One weight matrix ``[out, in]`` (float32) applied as ``x @ W.T`` (+ bias).
 
-    The same product is handed to BLAS in one of two orientations. One row is a matrix-vector product
-    (sgemv), which streams the weights once at memory speed. From 2 to :data:`FEW_ROWS` rows (a short
-    prompt, or a prompt-lookup verification of a few guessed tokens), OpenBLAS's sgemm is much faster
-    when the weight matrix is the *left* operand, ``(W @ x.T).T``: measured on SmolLM2's shapes with
-    weights out of cache, 1.3-2.0x faster for 2-16 rows and 1.15x at 32 (all of a call's products). From
-    about 64 rows on, ``x @ W.T`` wins again (up to 2.5x at 256 rows), which is the prefill case.
-    ``benchmarks/bench_engine.py`` measures both orientations on the model's own matrices in each run.
+    One row (a decode step) is a matrix-vector product (sgemv) that streams the weights once at memory
+    speed; more rows are one sgemm. BLAS could also be handed the same product turned around,
+    ``(W @ x.T).T``; ``benchmarks/bench_engine.py`` times both on the model's own matrices in each run
+    (``ratio few_rows_k*``). On a quiet machine the plain orientation is as fast or faster from 9 rows on
+    (0.82-0.97 for the turned one), so the engine keeps the one that reads as the math does.
     """
 
     __slots__ = ("weight", "bias")
@@ -178,10 +172,7 @@ class Linear:
         self.bias = bias
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        if 1 < len(x) <= FEW_ROWS and x.ndim == 2:
-            y = np.ascontiguousarray((self.weight @ x.T).T)
-        else:
-            y = x @ self.weight.T
+        y = x @ self.weight.T
         if self.bias is not None:
             y += self.bias
         return y

@@ -94,6 +94,28 @@ def test_session_reuses_the_kv_cache():
     assert fresh.ask("And a vegetable?") == second
 
 
+def test_sessions_sharing_a_model_never_read_each_others_cache():
+    """Two conversations on one model, turns interleaved (a notebook's chat widget and a script): each answer
+    is the one a model of its own gives, because a session re-evaluates its prompt once someone else has
+    written the KV cache since its own last answer."""
+    model = Model.from_gguf(MODEL, n_ctx=512)
+    tok = Tokenizer.from_gguf(model.reader)
+    a = ChatSession(model, tok, sampler=Sampler.greedy(), max_tokens=12)
+    b = ChatSession(model, tok, sampler=Sampler.greedy(), max_tokens=12)
+    a.ask("Name a fruit.")
+    b.ask("Write the word 'blue' three times.")
+    second = a.ask("And a vegetable?")
+    assert a.last_new_tokens == a.last_prompt_tokens  # nothing reused: b's tokens filled the cache
+    alone = ChatSession(Model.from_gguf(model.reader, n_ctx=512), tok, sampler=Sampler.greedy(), max_tokens=12)
+    alone.ask("Name a fruit.")
+    assert alone.ask("And a vegetable?") == second
+    assert alone.last_new_tokens < alone.last_prompt_tokens  # its own cache is reused as before
+    # A direct forward call between turns counts as someone else too.
+    model.forward([1, 2, 3])
+    b.ask("Thanks.")
+    assert b.last_new_tokens == b.last_prompt_tokens
+
+
 def test_chat_messages_cannot_mint_control_tokens():
     """A user who types the template's markers stays inside their own turn."""
     model = Model.from_gguf(MODEL, n_ctx=256)

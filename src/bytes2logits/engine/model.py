@@ -216,6 +216,9 @@ class Model:
         self.v_cache = np.zeros(shape, dtype=self.ops.cache_dtype)
         self.cos, self.sin = self.ops.rope_angles(self.n_ctx, hp.rope_dim, hp.rope_base, hp.rope_freq_scale)
         self.n_past = 0
+        #: forward calls and resets so far: a session that finds it changed since its own last call knows that
+        #: someone else has written the KV cache (see ChatSession)
+        self.cache_writes = 0
         self.load_seconds = time.perf_counter() - t0
 
     @classmethod
@@ -362,6 +365,7 @@ class Model:
     def reset(self) -> None:
         """Forget the cached tokens (the next forward should start at position 0)."""
         self.n_past = 0
+        self.cache_writes += 1
 
     def __repr__(self) -> str:
         hp = self.hparams
@@ -378,6 +382,7 @@ class Model:
         is all generation needs after a prefill, and it skips the largest matrix product for the others.
         The work is done by the module function :func:`forward`.
         """
+        self.cache_writes += 1
         return forward(self, ids, start_pos, last_only=last_only)
 
 

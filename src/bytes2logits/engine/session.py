@@ -110,6 +110,9 @@ class ChatSession:
     last_new_tokens: int = 0
     #: prompt-lookup decoding for every answer: None/0 (off), a draft length, or a LookupConfig
     lookup: object = field(default=None, kw_only=True)
+    # model.cache_writes when this session's last answer ended: if it changed, another caller has used the
+    # model since, and its KV cache no longer holds cached_ids
+    _cache_mark: object = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         from ..errors import TokenizerError
@@ -130,6 +133,7 @@ class ChatSession:
         self.messages = [m for m in self.messages[:1] if m["role"] == "system"]
         self.cached_ids = []
         self.model.reset()
+        self._cache_mark = getattr(self.model, "cache_writes", None)
 
     def prompt_ids(self, messages: list[dict]) -> list[int]:
         """Render ``messages`` with the chat template (ending in the assistant opener) and tokenize them.
@@ -152,6 +156,8 @@ class ChatSession:
         ids = self.prompt_ids(messages)
         # the prompt, and room for at least one answer token
         check_context(0, len(ids) + 1, self.model.n_ctx, "Start a new conversation or use a larger context (--n-ctx).")
+        if getattr(self.model, "cache_writes", None) != self._cache_mark:
+            self.cached_ids = []  # someone else ran the model since our last answer: its cache is not ours
         keep = min(common_prefix_length(ids, self.cached_ids), self.model.n_past, len(ids) - 1)
         new = ids[keep:]
         self.last_prompt_tokens, self.last_new_tokens = len(ids), len(new)
@@ -170,6 +176,7 @@ class ChatSession:
             # The model knows how many positions hold valid keys/values; they are the prompt's ids followed by
             # the generated ids that were fed back (the last sampled one never is).
             self.cached_ids = (ids + list(gen.tokens))[: self.model.n_past]
+            self._cache_mark = getattr(self.model, "cache_writes", None)
 
     def ask(self, text: str) -> str:
         """Send a message and return the whole answer."""

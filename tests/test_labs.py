@@ -200,3 +200,24 @@ def test_the_package_reached_by_a_route_the_scan_cannot_read_fails_the_task(tmp_
         if task is not norms:
             passed, total = _checks(r.stdout, task.id)
             assert passed == total, f"{task.id}: {passed}/{total}\n{r.stdout}"
+
+
+@pytest.mark.slow
+def test_lab16_forward_is_graded_apart_from_the_mask(tmp_path):
+    """A wrong causal_mask (task 3) costs task 3, not task 4: the forward checks give the learner's forward
+    the package's mask, except the one that runs the learner's whole stack."""
+    lab = LABS["lab16_forward_pass"]
+    nb = nbformat.read(lab.source_notebook(), as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "answer_attention")
+    assert "def causal_mask(" in cell.source
+    # No mask at all: every query reads every key, later ones included.
+    cell.source += "\n\n\ndef causal_mask(n, start_pos):\n    return None\n"
+    copy = tmp_path / f"{lab.name}.ipynb"
+    nbformat.write(nb, copy)
+    r = subprocess.run([sys.executable, "-m", "bytes2logits", "check", str(copy)], cwd=tmp_path, env=tool_env(),
+                       capture_output=True, text=True, timeout=600)
+    passed, total = _checks(r.stdout, "attention")
+    assert passed < total, r.stdout
+    passed, total = _checks(r.stdout, "forward")
+    assert passed == total - 1, r.stdout  # all but test_your_whole_stack_matches_llama_cpp
+    assert "whole_stack" in r.stdout or "whole stack" in r.stdout, r.stdout

@@ -323,8 +323,9 @@ class Sampler:
     def sample(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
         """Pick one token id from ``logits`` (shape ``[vocab]``); ``history`` feeds the repetition penalty.
 
-        The draw: put the candidates' probabilities end to end on [0, 1), throw a uniform random number
-        ``u`` and return the candidate whose stretch it lands in (``searchsorted`` on the running sum).
+        The draw: put the candidates' probabilities end to end on ``[0, total)`` (their sum, 1 up to
+        rounding), throw ``u = rng.random() * total`` and return the candidate whose stretch it lands in
+        (``searchsorted`` on the running sum).
         """
         if self.is_greedy:
             return int(np.argmax(self._penalised(logits, history)))

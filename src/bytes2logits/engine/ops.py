@@ -65,15 +65,18 @@ def rope_angles(n_pos: int, rope_dim: int, base: float, freq_scale: float = 1.0)
 def rope_theta(n_pos: int, rope_dim: int, base: float, freq_scale: float = 1.0) -> np.ndarray:
     """The rotation angles ``[n_pos, rope_dim // 2]``: ``theta[p, i] = p * base ** (-2 i / rope_dim)``.
 
-    Built as ggml builds them: start from the position and multiply step by step by
-    ``base ** (-2 / rope_dim)`` in float32 (``cumprod``), so the angles match llama.cpp's bit for bit.
+    Built as ggml builds them: start from the position, multiply step by step by ``base ** (-2 / rope_dim)``
+    in float32 (``cumprod``), and only then scale by ``freq_scale`` (linear position interpolation; 1 for
+    most models), so the angles match llama.cpp's bit for bit.
     """
     half = rope_dim // 2
     theta_scale = F32(base) ** F32(-2.0 / rope_dim)
     steps = np.empty((n_pos, half), dtype=F32)
-    steps[:, 0] = np.arange(n_pos, dtype=F32) * F32(freq_scale)
+    steps[:, 0] = np.arange(n_pos, dtype=F32)
     steps[:, 1:] = theta_scale
-    return np.cumprod(steps, axis=1, dtype=F32)
+    theta = np.cumprod(steps, axis=1, dtype=F32)
+    theta *= F32(freq_scale)
+    return theta
 
 
 def rope_pairs(x: np.ndarray, half: int, style: str) -> tuple[np.ndarray, np.ndarray]:

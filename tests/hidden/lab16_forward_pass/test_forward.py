@@ -32,12 +32,21 @@ N_GREEDY = 3
 SPEED_FACTOR = 3.0
 
 
+PACKAGE_MASK = "__import__('bytes2logits.engine.ops', fromlist=['_']).causal_mask"
+
+
 @pytest.fixture(autouse=True)
-def fenced(impl):
-    """The package's own forward and transformer_block raise while these checks run."""
+def fenced(impl, request):
+    """The package's own forward and transformer_block raise while these checks run, and (except in the
+    whole-stack check) the ``causal_mask`` that ``forward`` calls is the package's, so that a mistake in
+    task 3 costs task 3's points, not this task's."""
     model = "bytes2logits.engine.model"
     with S.fence(impl, [(model, "forward"), (model, "transformer_block")]):
-        yield
+        if "whole_stack" in request.node.name:
+            yield
+            return
+        with S.global_replaced(impl, "forward", "causal_mask", S.worker_eval(impl, PACKAGE_MASK)):
+            yield
 
 
 @pytest.fixture

@@ -45,13 +45,14 @@ POWF = _powf()  # C's powf from the system's maths library, which ggml calls
 
 
 def ggml_theta(n_pos, rope_dim, base, freq_scale=1.0) -> np.ndarray:
-    """ggml's angles, written from its C loop: theta starts at pos * freq_scale and is multiplied by
-    theta_scale = powf(base, -2.0f / rope_dim) once per pair, all in float32."""
+    """ggml's angles, written from its C loop (ggml_rope_cache_init, rope_yarn): theta starts at pos and is
+    multiplied by theta_scale = powf(base, -2.0f / rope_dim) once per pair; each pair's angle is then
+    freq_scale * theta. All in float32."""
     theta_scale = F32(POWF(F32(base), F32(-2.0) / F32(rope_dim)))
     out = np.empty((n_pos, rope_dim // 2), F32)
-    theta = np.arange(n_pos, dtype=F32) * F32(freq_scale)
+    theta = np.arange(n_pos, dtype=F32)
     for i in range(rope_dim // 2):
-        out[:, i] = theta
+        out[:, i] = F32(freq_scale) * theta
         theta = theta * theta_scale
     return out
 
@@ -65,10 +66,10 @@ def assert_theta(got, n_pos, rope_dim, base, freq_scale):
     if bad.any():
         p, i = np.argwhere(bad)[0]
         raise AssertionError(f"{what}: {int(bad.sum())} angles differ from ggml's float32 bits, the first at position "
-                             f"{p}, pair {i}: start from arange(n_pos) * freq_scale in float32 and multiply by "
+                             f"{p}, pair {i}: start from arange(n_pos) in float32, multiply by "
                              "theta_scale = F32(base) ** F32(-2 / rope_dim) one pair at a time (np.cumprod, dtype "
-                             "F32); that scalar power is C's powf, as in ggml, and np.power on float32 rounds "
-                             "differently")
+                             "F32), then multiply by freq_scale; that scalar power is C's powf, as in ggml, and "
+                             "np.power on float32 rounds differently")
 
 
 REAL_CONFIGS = [  # (n_pos, rope_dim, base, freq_scale): SmolLM2, the tiny models, common models, odd ones
@@ -81,7 +82,7 @@ REAL_CONFIGS = [  # (n_pos, rope_dim, base, freq_scale): SmolLM2, the tiny model
 def test_rope_theta_is_ggml_bit_for_bit(impl):
     """rope_theta gives ggml's float32 angles bit for bit on real models' configurations (SmolLM2's first).
 
-    position * freq_scale, multiplied by theta_scale once per pair, in float32: SmolLM2, the tiny test models,
+    position multiplied by theta_scale once per pair, then by freq_scale, in float32: SmolLM2, the tiny test models,
     common llama and Qwen settings, an odd rope_dim, one pair, one position, linear scaling."""
     for cfg in REAL_CONFIGS:
         assert_theta(impl.rope_theta(*cfg), *cfg)

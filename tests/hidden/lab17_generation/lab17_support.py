@@ -105,12 +105,21 @@ def first_stop_oracle(pending: bytes, stops):
     return min(found) if found else (-1, b"")
 
 
-def cut_text(data: bytes, stops) -> tuple[str, bytes | None]:
-    """What a run over ``data`` shows: the text before the earliest stop string (decoded as a whole)."""
-    i, s = first_stop_oracle(data, stops)
-    if i >= 0:
-        return data[:i].decode("utf-8", "replace"), s
-    return data.decode("utf-8", "replace"), None
+def cut_text(pieces, stops) -> tuple[str, bytes | None]:
+    """What a run that receives ``pieces`` one token at a time shows: the text before the first stop string
+    to be complete (after the first piece that completes one, at the earliest offset where one is found;
+    decoded as a whole), and that stop string, or None.
+
+    Found piece by piece, not over the whole byte string: with stops ``bc`` and ``abcd`` on ``a|b|c|d`` the
+    stream stops at ``bc`` after the third piece, although ``abcd`` starts earlier in the whole string.
+    """
+    seen = b""
+    for piece in pieces:
+        seen += piece
+        i, s = first_stop_oracle(seen, stops)
+        if i >= 0:
+            return seen[:i].decode("utf-8", "replace"), s
+    return seen.decode("utf-8", "replace"), None
 
 
 # ----------------------------------------------------------------------- where the code under test runs

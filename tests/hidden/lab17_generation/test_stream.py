@@ -100,7 +100,7 @@ def test_push_after_a_stop_raises(impl):
 @given(data=texts, stop_set=stops.filter(lambda t: all(b"\xc3" not in s and b"\xa9" not in s for s in t)),
        cuts=st.lists(st.integers(0, 60), max_size=10))
 def test_chunks_join_to_the_cut_text(impl, data, stop_set, cuts):
-    """For any split into tokens: the chunks + finish() are the text before the earliest stop string.
+    """For any split into tokens: the chunks + finish() are the text before the first stop string to complete.
 
     No chunk holds U+FFFD (every character arrives whole), and stream.stop names the stop string, or None."""
     bounds = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
@@ -109,8 +109,8 @@ def test_chunks_join_to_the_cut_text(impl, data, stop_set, cuts):
                                "for p in pieces], s.finish(), s.stop))(cls(stops))")
     chunks, tail, stop = push(impl.TextStream, stop_set, pieces)
     shown = [c for c in chunks if c is not None]
-    want, want_stop = S.cut_text(data, stop_set)
+    want, want_stop = S.cut_text(pieces, stop_set)
     assert all(type(c) is str for c in shown) and type(tail) is str, "push and finish return str"
-    assert "".join(shown) + tail == want, "the shown text must be everything before the earliest stop string"
+    assert "".join(shown) + tail == want, "the shown text must be everything before the first stop string to complete"
     assert stop == want_stop, "stream.stop is the stop string found, None if there was none"
     assert not any("\ufffd" in c for c in shown), "a character split across tokens must not show as U+FFFD"

@@ -51,7 +51,7 @@ help:
 	@echo "make test    set up (if needed), lint, and run the whole test suite"
 	@echo "make lint    ruff over src, tests, tools and benchmarks"
 	@echo "make smoke   install, one chapter, one lab check, one chat turn (e.g. PYTHON=python3.13 VENV=.venv-3.13)"
-	@echo "make labs    regenerate solutions/ answer cells and the labs/ release"
+	@echo "make labs    (instructors) regenerate solutions/ answer cells and the labs/ release; overwrites labs/"
 	@echo "make check LAB=lab01   grade your copy of a lab with its hidden suite"
 	@echo "make grade   run the nbgrader cycle for a class (see docs/instructor-guide.md)"
 	@echo "make chat    chat with SmolLM2-135M-Instruct in the terminal (CHAT_ARGS=\"-p 'Hi' --greedy\")"

@@ -214,11 +214,12 @@ def _exact_linear(weight: np.ndarray, bias: np.ndarray | None, reader: GGUFReade
 
 def exact_numerics(name: str = "exact") -> Numerics:
     """The exact float32 numerics: this namespace's ``rms_norm``, ``swiglu``, ``rope_angles``,
-    ``apply_rope`` and ``attention``, looked up when called, a float32 KV cache and plain float32 matrix
-    products.
+    ``apply_rope`` and ``attention`` as they are when this is called, a float32 KV cache and plain
+    float32 matrix products.
 
     The functions are found by name where this function is defined, so a notebook that defines its own
-    building blocks and then calls ``exact_numerics()`` gets a :class:`Numerics` made of them (lab 16).
+    building blocks and then calls ``exact_numerics()`` gets a :class:`Numerics` made of them (lab 16). They
+    are captured now: after redefining a building block, call ``exact_numerics()`` again and rebuild the model.
     """
     return Numerics(name, rms_norm, swiglu, rope_angles, apply_rope, attention, _exact_linear, F32)
 

@@ -102,6 +102,12 @@ def test_feedback_lines_are_words_not_code(tmp_path, monkeypatch):
         assert "assert " not in o.message and "==" not in o.message
 
 
+def _check(notebook, cwd=ROOT) -> subprocess.CompletedProcess:
+    """``python -m bytes2logits check NOTEBOOK``, as a learner runs it."""
+    return subprocess.run([sys.executable, "-m", "bytes2logits", "check", str(notebook)], cwd=cwd, env=tool_env(),
+                          capture_output=True, text=True, timeout=600)
+
+
 def _checks(stdout: str, task: str) -> tuple[int, int]:
     """(passed, total) hidden checks of ``task`` from check's table."""
     import re
@@ -114,14 +120,10 @@ def _checks(stdout: str, task: str) -> tuple[int, int]:
 @pytest.mark.slow
 @pytest.mark.parametrize("lab", LABS.values(), ids=lambda lab: lab.name)
 def test_check_command_full_marks_on_solution_zero_on_release(lab):
-    def check(nb):
-        cmd = [sys.executable, "-m", "bytes2logits", "check", str(nb)]
-        return subprocess.run(cmd, cwd=ROOT, env=tool_env(), capture_output=True, text=True, timeout=600)
-
-    good = check(lab.source_notebook())
+    good = _check(lab.source_notebook())
     assert good.returncode == 0, good.stdout + good.stderr
     assert f"score: {lab.total_points}/{lab.total_points}" in good.stdout
-    blank = check(lab.release_notebook())
+    blank = _check(lab.release_notebook())
     assert blank.returncode == 1
     assert f"score: 0/{lab.total_points}" in blank.stdout
     # Every hidden check passes on the solution and every one fails on the blank release (CI proves both).
@@ -144,11 +146,7 @@ def _lab01_copy_with_task1(tmp_path, make_answer):
     copy = tmp_path / "lab01_tokenizers.ipynb"
     nbformat.write(nb, copy)
 
-    def check():
-        return subprocess.run([sys.executable, "-m", "bytes2logits", "check", str(copy)], cwd=tmp_path,
-                              env=tool_env(), capture_output=True, text=True, timeout=600)
-
-    return copy, check
+    return copy, lambda: _check(copy, tmp_path)
 
 
 @pytest.mark.slow
@@ -190,8 +188,7 @@ def test_the_package_reached_by_a_route_the_scan_cannot_read_fails_the_task(tmp_
                    "def swiglu(gate, up):\n    return _where.swiglu(gate, up)\n")
     copy = tmp_path / f"{lab.name}.ipynb"
     nbformat.write(nb, copy)
-    r = subprocess.run([sys.executable, "-m", "bytes2logits", "check", str(copy)], cwd=tmp_path, env=tool_env(),
-                       capture_output=True, text=True, timeout=600)
+    r = _check(copy, tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     norms = next(t for t in lab.tasks if t.id == "norms")
     assert _checks(r.stdout, "norms")[0] == 0, r.stdout
@@ -214,8 +211,7 @@ def test_lab16_forward_is_graded_apart_from_the_mask(tmp_path):
     cell.source += "\n\n\ndef causal_mask(n, start_pos):\n    return None\n"
     copy = tmp_path / f"{lab.name}.ipynb"
     nbformat.write(nb, copy)
-    r = subprocess.run([sys.executable, "-m", "bytes2logits", "check", str(copy)], cwd=tmp_path, env=tool_env(),
-                       capture_output=True, text=True, timeout=600)
+    r = _check(copy, tmp_path)
     passed, total = _checks(r.stdout, "attention")
     assert passed < total, r.stdout
     passed, total = _checks(r.stdout, "forward")

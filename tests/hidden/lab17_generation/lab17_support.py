@@ -22,6 +22,7 @@ import numpy as np
 
 from bytes2logits import assets
 from bytes2logits.kit import probes
+from bytes2logits.kit.probes import global_replaced  # noqa: F401  (S.global_replaced)
 from bytes2logits.kit.probes import is_remote as remote  # noqa: F401  (S.remote)
 from bytes2logits.kit.remote import race  # noqa: F401  (race: the suites' speed gate, S.race)
 
@@ -141,12 +142,6 @@ def methods(cls_name: str, names) -> list:
 def fence(impl, targets):
     """:func:`bytes2logits.kit.probes.fence`, searching the notebook's namespace for copies of the fenced code."""
     return probes.fence(impl, targets, "generate")
-
-
-def global_replaced(impl, function: str, name: str, value_source: str):
-    """While the block runs, the global ``name`` that ``impl.<function>`` sees is the worker-side value of the
-    expression ``value_source`` (e.g. the package's ``TextStream``, so a loop check does not grade task 3)."""
-    return probes.global_replaced(impl, function, name, worker_eval(impl, value_source))
 
 
 PACKAGE_TEXTSTREAM = "__import__('bytes2logits.engine.generate', fromlist=['_']).TextStream"

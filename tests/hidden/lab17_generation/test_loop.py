@@ -32,7 +32,7 @@ EOS = 0
 def own_loop(impl):
     """The package's own generation_loop raises; the notebook's loop uses the package's TextStream."""
     with S.fence(impl, [(S.GEN, "generation_loop")]), \
-            S.global_replaced(impl, "generation_loop", "TextStream", S.PACKAGE_TEXTSTREAM):
+            S.global_replaced(impl, "generation_loop", "TextStream", S.worker_eval(impl, S.PACKAGE_TEXTSTREAM)):
         yield
 
 

@@ -44,7 +44,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=$(call cpu_has,avx) -DGGML_AVX2
   -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 BENCH_STAMP := $(VENV)/.bytes2logits-bench-installed
 
-.PHONY: setup python sandbox assets lab test lint smoke labs check grade bench chat clean help
+.PHONY: setup python sandbox assets lab test lint smoke labs start check grade bench chat clean help
 
 help:
 	@echo "make lab     set up (if needed) and start JupyterLab at the repo root"
@@ -52,7 +52,8 @@ help:
 	@echo "make lint    ruff over src, tests, tools and benchmarks"
 	@echo "make smoke   install, one chapter, one lab check, one chat turn (e.g. PYTHON=python3.13 VENV=.venv-3.13)"
 	@echo "make labs    (instructors) regenerate solutions/ answer cells and the labs/ release; overwrites labs/"
-	@echo "make check LAB=lab01   grade your copy of a lab with its hidden suite"
+	@echo "make start LAB=lab01   copy a lab to work/lab01_.../, your own copy (git pull and make labs leave it alone)"
+	@echo "make check LAB=lab01   grade your copy of a lab (work/ if you started one, else labs/) with its hidden suite"
 	@echo "make grade   run the nbgrader cycle for a class (see docs/instructor-guide.md)"
 	@echo "make chat    chat with SmolLM2-135M-Instruct in the terminal (CHAT_ARGS=\"-p 'Hi' --greedy\")"
 	@echo "make bench   speed ratios against llama.cpp and gguf-py (installs llama-cpp-python once)"
@@ -108,8 +109,13 @@ smoke: assets
 labs: setup
 	$(BIN)/python -m bytes2logits build-labs
 
+# A learner's own copy of a lab, in the git-ignored work/ folder (git pull and make labs never touch it).
+start: setup
+	$(BIN)/python -m bytes2logits start $(LAB)
+
+# Grades work/<lab>/ when make start made it, else the release in labs/ (LAB=lab01 or lab01_tokenizers).
 check: assets
-	$(BIN)/python -m bytes2logits check labs/$(LAB)*/$(LAB)*.ipynb
+	$(BIN)/python -m bytes2logits check --lab $(LAB)
 
 grade: assets
 	$(BIN)/python -m bytes2logits grade $(GRADE_ARGS)

@@ -1,8 +1,8 @@
 """Command line: ``python -m bytes2logits COMMAND``.
 
 Engine: ``chat`` (talk to a GGUF model), ``tokenize TEXT``, ``inspect FILE.gguf``.
-Course kit: ``check NOTEBOOK`` (grade a lab), ``build-labs`` (regenerate solutions/ and labs/),
-``grade`` (run the nbgrader cycle for a class).
+Course kit: ``start LAB`` (your own copy of a lab), ``check NOTEBOOK`` (grade a lab), ``build-labs``
+(regenerate solutions/ and labs/), ``grade`` (run the nbgrader cycle for a class).
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ engine:
   inspect FILE.gguf      print a GGUF file's metadata and tensor table
 
 course kit:
-  check NOTEBOOK.ipynb   grade a copy of a lab notebook with its hidden suite (exit 0 on full marks)
+  start LAB              copy lab LAB (lab01 or lab01_tokenizers) to work/LAB/, your own git-ignored copy
+  check [NOTEBOOK] [--lab LAB]  grade a lab notebook with its hidden suite (exit 0 on full marks);
+                         with --lab alone: your copy in work/ if you started one, else the release
   build-labs             regenerate the generated cells of solutions/ and the labs/ release
   grade [options]        run the nbgrader cycle for a class (see docs/instructor-guide.md)
 """
@@ -33,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         from .engine import cli
 
         return getattr(cli, f"{cmd}_main")(rest)
+    if cmd == "start":
+        from .kit.workspace import main as start_main
+
+        return start_main(rest)
     if cmd == "check":
         from .kit.check import main as check_main
 

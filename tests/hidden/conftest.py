@@ -26,6 +26,23 @@ settings.register_profile(
 settings.load_profile("grading")
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "weight(n): this check's share of its task's points (default 1; each case carries it)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """A weight must be one positive number: a suite that says otherwise does not run at all."""
+    for item in items:
+        marker = item.get_closest_marker("weight")
+        if marker is None:
+            continue
+        value = marker.args[0] if len(marker.args) == 1 and not marker.kwargs else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.weight takes one positive number, "
+                                    f"not {marker.args!r} {marker.kwargs!r}")
+
+
 @pytest.fixture
 def impl(request):
     from bytes2logits.kit.grading import implementation_for

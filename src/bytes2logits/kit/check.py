@@ -1,4 +1,9 @@
-"""``python -m bytes2logits check NOTEBOOK.ipynb``: grade any copy of a lab notebook, as the class would.
+"""``python -m bytes2logits check [NOTEBOOK.ipynb] [--lab LAB]``: grade any copy of a lab, as the class would.
+
+The lab is the one the notebook's graded cells belong to, whatever the file is called (then its folder,
+then its name; ``--lab`` says it outright and is checked against the cells). Given only ``--lab``, the
+learner's own copy is graded: ``work/<lab>/<lab>.ipynb`` (made by ``make start``) when it exists, else the
+release in ``labs/``.
 
 This is the class's own grading path (:func:`bytes2logits.kit.trusted.grade_submission`), so a learner's
 local marks equal the marks ``make grade`` gives: the autograder cells of the copy are replaced by the
@@ -18,7 +23,7 @@ from .labs import Lab, find_lab, repo_root
 if TYPE_CHECKING:
     from .trusted import TaskResult
 
-__all__ = ["grade_notebook", "main"]
+__all__ = ["grade_notebook", "learner_copy", "main", "resolve"]
 
 
 def _is_instructor_source(path: Path, lab: Lab) -> bool:
@@ -41,6 +46,34 @@ def grade_notebook(path, lab: Lab | None = None, *, call_seconds: float | None =
                             check_reference_use=not _is_instructor_source(path, lab))
 
 
+def learner_copy(lab: Lab, root: Path | None = None) -> Path:
+    """The copy of ``lab`` a learner works on: ``work/<lab>/<lab>.ipynb`` if ``make start`` made it, else the
+    release ``labs/<lab>/<lab>.ipynb``."""
+    root = root or repo_root()
+    mine = root / "work" / lab.name / f"{lab.name}.ipynb"
+    return mine if mine.is_file() else lab.release_notebook(root)
+
+
+def resolve(notebook: Path | None, lab_name: str | None) -> tuple[Path, Lab]:
+    """The notebook to grade and its lab, or ``KeyError``/``FileNotFoundError`` with a sentence saying why."""
+    from .labs import lab_of_notebook
+
+    lab = find_lab(lab_name) if lab_name else None
+    if notebook is None:
+        if lab is None:
+            raise KeyError("say which notebook to grade, or which lab (--lab lab01)")
+        notebook = learner_copy(lab)
+    if not notebook.is_file():
+        raise FileNotFoundError(f"no notebook at {notebook}")
+    if lab is None:
+        return notebook, find_lab(notebook)
+    found = lab_of_notebook(notebook)
+    if found is not None and found is not lab:
+        raise KeyError(f"{notebook} holds the graded cells of {found.name}, not of {lab.name}: grade it with "
+                       f"--lab {found.name[:5]}, or pick the {lab.name[:5]} notebook")
+    return notebook, lab
+
+
 def main(argv: list[str]) -> int:
     import argparse
 
@@ -48,18 +81,17 @@ def main(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m bytes2logits check",
                                      description="Grade a lab notebook with its hidden suite.")
-    parser.add_argument("notebook", type=Path)
+    parser.add_argument("notebook", type=Path, nargs="?", default=None,
+                        help="the notebook (default with --lab: work/<lab>/ if make start made it, else labs/<lab>/)")
+    parser.add_argument("--lab", default=None, help="the lab: lab01 or lab01_tokenizers (default: from the notebook)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds one call into your code may take")
     args = parser.parse_args(argv)
-    if not args.notebook.is_file():
-        print(f"error: no notebook at {args.notebook}", file=sys.stderr)
-        return 2
     try:
-        lab = find_lab(args.notebook)
+        args.notebook, lab = resolve(args.notebook, args.lab)
         repo_root()
         how = sandbox.describe()
-    except (KeyError, RuntimeError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (KeyError, RuntimeError, FileNotFoundError) as e:
+        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
     print(f"checking {args.notebook} against the hidden suite of {lab.name} ...", flush=True)
     print(f"(your code runs in a {how})", flush=True)

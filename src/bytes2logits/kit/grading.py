@@ -31,8 +31,8 @@ from pathlib import Path
 from .implementation import Implementation
 from .labs import LABS, find_lab, hidden_root
 
-__all__ = ["TestOutcome", "failure_lines", "implementation_for",
-           "reference_for", "run_hidden_tests", "run_suite", "run_with"]
+__all__ = ["TestOutcome", "failure_lines", "implementation_for", "reference_for", "run_hidden_tests",
+           "run_suite", "run_with", "score"]
 
 _ACTIVE = None  # the implementation under test while run_with / run_hidden_tests runs a suite
 _ACTIVE_REFERENCE = None  # a callable giving the matching reference implementation
@@ -98,9 +98,32 @@ _NOTEBOOK_CACHE: dict = {}
 
 @dataclass
 class TestOutcome:
+    """One check's result. ``weight`` is its share of the task (``@pytest.mark.weight(n)``, default 1)."""
+
     name: str
     passed: bool
     message: str
+    weight: float = 1.0
+
+
+def score(points: float, outcomes: list[TestOutcome]) -> float:
+    """The points ``outcomes`` earn: ``points`` times the passed share of the weights, to two decimals.
+
+    A check marked ``@pytest.mark.weight(3)`` counts three times as much as an unmarked one; every case of a
+    parametrised check carries the check's weight. Weights let a task's points measure its concept (an
+    incremental trainer's speed, a codec's own encode) rather than the number of checks written for each part.
+    """
+    total = sum(o.weight for o in outcomes)
+    if not total:
+        return 0.0
+    return round(points * sum(o.weight for o in outcomes if o.passed) / total, 2)
+
+
+def _weight(item) -> float:
+    marker = item.get_closest_marker("weight")
+    if marker is None:
+        return 1.0
+    return float(marker.args[0])  # tests/hidden/conftest.py refuses a weight that is not a positive number
 
 
 class _Collector:
@@ -132,28 +155,49 @@ class _Collector:
                 # One outcome per test: its call phase, or a setup phase that failed (e.g. a missing name).
                 if report.when == "call" or (report.when == "setup" and report.failed):
                     name = item.name.split("[")[0]
+                    weight = _weight(item)
                     if report.passed:
-                        collector.outcomes.append(TestOutcome(name, True, ""))
+                        collector.outcomes.append(TestOutcome(name, True, "", weight))
                     elif report.failed:
                         doc = (getattr(item, "function", None).__doc__ or "").strip()
-                        collector.outcomes.append(TestOutcome(name, False, _teaching_message(doc, call)))
+                        collector.outcomes.append(TestOutcome(name, False, _teaching_message(doc, call), weight))
                 return report
 
         return Hooks()
 
 
 def _teaching_message(doc: str, call) -> str:
-    """One line that says what was expected, in words; never test code or the expected value."""
-    first = doc.splitlines()[0] if doc else "this check failed"
+    """One line that says what was expected, in words; never test code or the expected value.
+
+    The check's rule (its docstring's first line) comes first; the detail follows it: the assertion's
+    message (which the suite writes so that it names the failing case without giving the answer away), the
+    exception the learner's code raised, or, for ``pytest.raises``, the error it did not raise.
+    """
+    rule = doc.splitlines()[0].strip() if doc else "this check failed"
     exc = call.excinfo.value if call.excinfo is not None else None
     if exc is None:
-        return first
+        return rule
+    text = str(exc).strip()
+    first = text.splitlines()[0].strip() if text else ""
     if isinstance(exc, AssertionError):
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return text or first
+        if first.startswith("Regex pattern did not match"):  # pytest.raises(match=...): say it in words
+            return f"{rule} (your error message does not say what this check asks it to say)"
+        # No message of the suite's own (pytest's rewritten "assert ..." is code, never shown): the rule alone.
+        if not first or first == rule or first.startswith("assert "):
+            return rule
+        return f"{rule.rstrip('.')}: {first}"
+    if type(exc).__name__ == "Failed" and first.startswith("DID NOT RAISE"):
+        raised = first[len("DID NOT RAISE"):].strip()
+        if raised.startswith("<class '") and raised.endswith("'>"):
+            raised = raised[len("<class '"):-2].rsplit(".", 1)[-1]
+        return f"{rule} (your code did not raise {raised or 'the error'})"
+    if type(exc).__name__ == "Failed":  # pytest.fail("...") in a suite: the message is the detail
+        return f"{rule.rstrip('.')}: {first}" if first else rule
     kind = type(exc).__name__
-    detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ""
-    return f"{first} (your code raised {kind}{': ' + detail if detail else ''})"
+    if isinstance(exc, NotImplementedError) or kind == "NotImplementedError":
+        return f"{rule} (not written yet: your code still raises NotImplementedError)"
+    detail = first[:120]
+    return f"{rule} (your code raised {kind}{': ' + detail if detail else ''})"
 
 
 def run_suite(suite: Path, *, quiet: bool = True, basetemp: Path | None = None,
@@ -246,7 +290,7 @@ def run_hidden_tests(lab: str, task: str, namespace: dict, points: float):
         raise RuntimeError(f"hidden suite for {task!r} could not run: {'; '.join(errors) or 'no tests collected'}")
     passed = sum(o.passed for o in outcomes)
     total = len(outcomes)
-    earned = round(points * passed / total, 2)
+    earned = score(points, outcomes)
     print(f"{task}: {passed}/{total} hidden checks passed -> {earned:g}/{points:g} points "
           "(feedback in your kernel; make check gives the grade)")
     for line in failure_lines(outcomes):

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["LABS", "Lab", "Task", "find_lab", "repo_root", "hidden_root", "tool_env"]
+__all__ = ["LABS", "Lab", "Task", "find_lab", "lab_of_notebook", "repo_root", "hidden_root", "tool_env"]
 
 
 @dataclass(frozen=True)
@@ -387,14 +387,64 @@ LABS: dict[str, Lab] = {
 
 
 def find_lab(name_or_path: str | os.PathLike) -> Lab:
-    """The lab a name (``lab01`` or ``lab01_tokenizers``) or a notebook path belongs to."""
-    text = Path(name_or_path).name
-    m = re.match(r"(lab\d\d)", text)
-    if m:
-        for lab in LABS.values():
-            if lab.name.startswith(m.group(1)):
+    """The lab a name (``lab01``, ``lab1``, ``01`` or ``lab01_tokenizers``) or a notebook path belongs to.
+
+    For a path, the notebook's own graded cells decide (:func:`lab_of_notebook`), then its folder's name,
+    then its file name: a copy called ``my_attempt.ipynb`` in ``labs/lab02_words/`` is lab 02, and a lab 01
+    notebook renamed ``lab02_mixup.ipynb`` is still lab 01.
+    """
+    path = Path(name_or_path)
+    if path.suffix == ".ipynb" and path.is_file():
+        lab = lab_of_notebook(path)
+        if lab is not None:
+            return lab
+        for part in (path.parent.name, path.name):
+            lab = _lab_named(part)
+            if lab is not None:
                 return lab
-    raise KeyError(f"no lab matches {str(name_or_path)!r}; labs: {', '.join(LABS)}")
+        raise KeyError(f"{str(name_or_path)!r} is not a lab notebook: none of its cells is a lab's graded cell, "
+                       f"and neither its folder nor its name names a lab; say which with --lab (labs: "
+                       f"{', '.join(LABS)})")
+    lab = _lab_named(path.name)
+    if lab is None:
+        raise KeyError(f"no lab matches {str(name_or_path)!r}; labs: {', '.join(LABS)} (lab01 works too)")
+    return lab
+
+
+def _lab_named(text: str) -> Lab | None:
+    """The lab whose number starts ``text`` (``lab01...``, ``Lab1``, ``01``), or whose full name it holds."""
+    low = text.lower()
+    for lab in LABS.values():
+        if lab.name in low:
+            return lab
+    m = re.search(r"lab[ _-]?(\d{1,2})(?!\d)", low) or re.match(r"(\d{1,2})(?!\d)", low)
+    if m:
+        number = f"{int(m.group(1)):02d}"
+        for lab in LABS.values():
+            if lab.number == number:
+                return lab
+    return None
+
+
+def lab_of_notebook(path: str | os.PathLike) -> Lab | None:
+    """The lab whose graded cells the notebook holds (nbgrader ``grade_id`` metadata), or None.
+
+    Every task id is unique across the course, so a notebook's answer and autograder cells name its lab
+    whatever the file is called. A notebook holding cells of two labs is refused.
+    """
+    import json
+
+    try:
+        nb = json.loads(Path(path).read_text(encoding="utf-8"))
+        ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.get("cells", [])}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+    ids = {i.removeprefix("answer_") for i in ids if isinstance(i, str)}
+    hits = [lab for lab in LABS.values() if ids & {t.id for t in lab.tasks}]
+    if len(hits) > 1:
+        raise KeyError(f"{Path(path).name} holds graded cells of several labs ({', '.join(h.name for h in hits)}); "
+                       "grade one lab per notebook")
+    return hits[0] if hits else None
 
 
 def repo_root() -> Path:

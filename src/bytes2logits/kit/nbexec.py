@@ -7,6 +7,10 @@ instead records an error in the cell that broke the kernel, starts a fresh kerne
 earlier non-test cells so that definitions and imports exist again, and goes on with the next cell. The
 cell that broke scores 0 and every other cell is graded as usual.
 
+Errors a learner meets in their feedback are said in words, not as tracebacks: a cell stopped at its time
+limit (nbgrader leaves a ``KeyboardInterrupt`` traceback and a ``CellTimeoutError``) becomes one line with
+the limit in seconds and the usual cause, and a stub's bare ``NotImplementedError`` becomes "not written yet".
+
 It is registered for autograding in ``nbgrader_config.py`` and used by ``python -m bytes2logits check``,
 so a learner's local check and the class's autograde behave the same.
 """
@@ -25,6 +29,31 @@ __all__ = ["RobustExecute"]
 def _error_output(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue,
                         traceback=[f"{ename}: {evalue}"])
+
+
+def time_limit_output(seconds) -> NotebookNode:
+    """The error a learner sees for a cell stopped at its time limit (instead of two tracebacks)."""
+    return _error_output("TimeLimit", f"this cell was stopped after its time limit of {seconds:g} s. The usual "
+                         "cause is an endless loop (a while loop whose condition never changes, or a "
+                         "recursion that never ends); a very slow algorithm is the other one")
+
+
+NOT_WRITTEN = ("not written yet: a function this cell uses still raises NotImplementedError (replace the "
+               "`raise NotImplementedError()` line of its answer cell with your code)")
+
+
+def words_for_errors(cell, timed_out: float | None = None) -> None:
+    """Replace the tracebacks of a time-limit stop and of an unwritten stub in ``cell``'s outputs by words."""
+    outputs = list(cell.get("outputs", []))
+    if timed_out is not None:
+        kept = [o for o in outputs if not (o.get("output_type") == "error"
+                                            and o.get("ename") in ("KeyboardInterrupt", "CellTimeoutError"))]
+        if len(kept) != len(outputs) or not any(o.get("output_type") == "error" for o in kept):
+            outputs = kept + [time_limit_output(timed_out)]
+    for i, o in enumerate(outputs):
+        if o.get("output_type") == "error" and o.get("ename") == "NotImplementedError":
+            outputs[i] = _error_output("NotImplementedError", NOT_WRITTEN)
+    cell.outputs = outputs
 
 
 OUTPUT_CAP = 200_000  # characters of output one cell may keep (a flood of output is cut, not stored)
@@ -70,14 +99,18 @@ class RobustExecute(Execute):
             cell.outputs = [_error_output("KernelUnavailable", "the kernel could not be restarted; not run")]
             return cell, self.resources
         iopub_timeout = self.iopub_timeout
+        self._timed_out = None
         try:
-            return super().preprocess_cell(cell, resources, index)
+            cell, resources = super().preprocess_cell(cell, resources, index)
+            words_for_errors(cell, self._timed_out)
+            return cell, resources
         except DeadKernelError:
             reason = ("KernelDied", "the kernel died while running this cell (os._exit, a crash, or out of "
                       "memory); a fresh kernel ran the rest of the notebook")
         except CellTimeoutError:
-            reason = ("KernelUnresponsive", f"this cell did not stop within {self.timeout} s, even when "
-                      "interrupted; a fresh kernel ran the rest of the notebook")
+            reason = ("KernelUnresponsive", f"this cell did not stop within its time limit of {self.timeout} s, "
+                      "even when interrupted (an endless loop that catches KeyboardInterrupt is the usual "
+                      "cause); a fresh kernel ran the rest of the notebook")
         finally:
             self.iopub_timeout = iopub_timeout
         self.log.warning("cell %d: %s; restarting the kernel", index, reason[0])
@@ -90,6 +123,7 @@ class RobustExecute(Execute):
         # The cell ran out of time and is about to be interrupted: give the kernel INTERRUPT_GRACE seconds
         # (not the full iopub timeout) to say it stopped. preprocess_cell restores the setting.
         self.iopub_timeout = min(self.iopub_timeout, INTERRUPT_GRACE)
+        self._timed_out = timeout
         return await super()._async_handle_timeout(timeout, cell)
 
     def _restart_and_replay(self, upto: int) -> None:

@@ -121,7 +121,7 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
                     result.lines.append(f"the hidden suite could not run: {'; '.join(errors) or 'no tests'}")
                 result.passed = sum(o.passed for o in outcomes)
                 result.total = len(outcomes)
-                result.score = round(task.points * result.passed / result.total, 2) if result.total else 0.0
+                result.score = grading.score(task.points, outcomes)
                 result.lines += grading.failure_lines(outcomes)
                 if sub.timeouts or sub.crashes:
                     # As when a cell hangs or kills its kernel: the task's checks cannot be trusted to have run.

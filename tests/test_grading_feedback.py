@@ -229,3 +229,24 @@ def test_a_time_limit_and_a_stub_are_said_in_words(tmp_path):
     assert [o.evalue for o in stub if o.output_type == "error"][0].startswith("not written yet")
     assert len(stub[-1].traceback) == 1
     assert after[0].text == "still runs\n"
+
+
+def test_a_failed_visible_check_says_what_it_means():
+    """In a learner's kernel, a failed visible check is followed by a note; other errors are left alone."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    shell = InteractiveShell.instance()
+    try:
+        shell.run_cell("from bytes2logits.kit.grading import explain_failed_checks\n"
+                       "explain_failed_checks('lab04_bpe_encode')", store_history=True)
+        with capture_output() as grader_cell:
+            shell.run_cell("assert 1 + 1 == 3, 'two ones make two'\nprint('visible checks passed')",
+                           store_history=True)
+        with capture_output() as own_cell:
+            shell.run_cell("assert False, 'my own check'", store_history=True)
+    finally:
+        InteractiveShell.clear_instance()
+    assert "two ones make two" in grader_cell.stdout
+    assert "make check LAB=lab04 runs the task's hidden checks" in grader_cell.stdout
+    assert "my own check" in own_cell.stdout and "make check" not in own_cell.stdout

@@ -31,7 +31,7 @@ from pathlib import Path
 from .implementation import Implementation
 from .labs import LABS, find_lab, hidden_root
 
-__all__ = ["TestOutcome", "failure_lines", "implementation_for", "reference_for", "run_hidden_tests",
+__all__ = ["TestOutcome", "explain_failed_checks", "failure_lines", "implementation_for", "reference_for", "run_hidden_tests",
            "run_suite", "run_with", "score"]
 
 _ACTIVE = None  # the implementation under test while run_with / run_hidden_tests runs a suite
@@ -296,3 +296,34 @@ def run_hidden_tests(lab: str, task: str, namespace: dict, points: float):
     for line in failure_lines(outcomes):
         print("  " + line)
     return earned
+
+
+VISIBLE_MARK = "visible checks passed"  # every autograder cell's visible part ends by printing this
+FAILED_VISIBLE = ("A visible check of this task failed, so this cell stopped there: the task's other checks "
+                  "give you no feedback in this kernel until it passes. Fix it first. Your grade does not come "
+                  "from this cell: make check LAB={lab} runs the task's hidden checks on your code either way.")
+
+
+def explain_failed_checks(lab: str) -> None:
+    """In a learner's IPython kernel, follow a failed visible check's traceback with what it means.
+
+    The set-up cell of every lab calls this. Outside IPython (the grader's worker, a script) it does
+    nothing. Only an ``AssertionError`` raised in an autograder cell (one whose source prints
+    ``"visible checks passed"``) gets the note; every other error is shown as IPython always shows it.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def handler(shell, etype, value, tb, tb_offset=None):
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        history = shell.user_ns.get("In") or [""]
+        if VISIBLE_MARK in str(history[-1]):
+            print(FAILED_VISIBLE.format(lab=lab[:5]))
+        return None
+
+    shell.set_custom_exc((AssertionError,), handler)

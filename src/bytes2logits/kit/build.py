@@ -67,8 +67,12 @@ def object_source(lab: Lab, name: str, *, solution: bool) -> str:
 
 
 def setup_source(lab: Lab) -> str:
+    """The locked set-up cell: the lab's imports and given code, then the note on failed visible checks."""
     parts = ["\n".join(lab.imports)] if lab.imports else []
     parts += [object_source(lab, n, solution=False) for n in lab.given]
+    parts.append("# In JupyterLab, a failed visible check is followed by a note on what it means for your grade.\n"
+                 "from bytes2logits.kit.grading import explain_failed_checks\n"
+                 f"explain_failed_checks({lab.name!r})")
     return "\n\n\n".join(parts)
 
 

@@ -250,3 +250,14 @@ def test_a_failed_visible_check_says_what_it_means():
     assert "two ones make two" in grader_cell.stdout
     assert "make check LAB=lab04 runs the task's hidden checks" in grader_cell.stdout
     assert "my own check" in own_cell.stdout and "make check" not in own_cell.stdout
+
+
+def test_grade_takes_a_lab_in_either_spelling(monkeypatch, capsys):
+    from bytes2logits.kit import classroom
+
+    seen = {}
+    monkeypatch.setattr(classroom, "grade_class", lambda root, labs, timeout: seen.setdefault("labs", labs) and 0)
+    assert classroom.main(["--root", str(ROOT), "--lab", "lab01", "--lab", "lab02_words"]) == 0
+    assert seen["labs"] == ["lab01_tokenizers", "lab02_words"]
+    assert classroom.main(["--lab", "lab99"]) == 2
+    assert "no lab matches 'lab99'" in capsys.readouterr().err

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .labs import LABS, hidden_root, repo_root, tool_env
+from .labs import LABS, find_lab, hidden_root, repo_root, tool_env
 
 __all__ = ["grade_class", "leaked_hidden_code", "main"]
 
@@ -136,7 +136,13 @@ def _print_scores(root: Path, labs: list[str], problems: dict | None = None) -> 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bytes2logits grade", description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=None, help="course root (default: this repository)")
-    parser.add_argument("--lab", action="append", dest="labs", help="only this lab (repeatable)")
+    parser.add_argument("--lab", action="append", dest="labs",
+                        help="only this lab, lab01 or lab01_tokenizers (repeatable)")
     parser.add_argument("--timeout", type=int, default=None, help="seconds per cell (default: nbgrader_config.py)")
     args = parser.parse_args(argv)
-    return grade_class(args.root or repo_root(), args.labs, args.timeout)
+    try:
+        labs = [find_lab(name).name for name in args.labs] if args.labs else None
+    except KeyError as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return 2
+    return grade_class(args.root or repo_root(), labs, args.timeout)

@@ -358,6 +358,46 @@ def test_codec_rejects_duplicate_ids():
         ByteLevelCodec(vocab, merges)
 
 
+_SPELL_BOS = [(b"<", b"b"), (b"o", b"s"), (b"<b", b"os"), (b"<bos", b">")]
+
+
+def test_a_merge_that_spells_a_special_is_an_ordinary_token():
+    # Specials and ordinary tokens are separate namespaces (as in tiktoken): the merge <bos + > gets its own id.
+    specials = ["<bos>", "<eos>"]
+    vocab = build_vocab(_SPELL_BOS, specials)
+    assert [i for i, t in vocab.items() if t == b"<bos>"] == [0, 261] and len(vocab) == 262
+    for cls in (BPETokenizer, FastBPETokenizer, ByteLevelCodec):
+        tok = cls(vocab, _SPELL_BOS, specials)
+        assert tok.encode("<bos>") == [261], cls.__name__  # typed text: the ordinary token, never 0, no error
+        assert tok.encode("<bos>", add_bos=True) == [0, 261]
+        assert tok.decode(tok.encode("hi <bos>")) == "hi <bos>"
+    long = " ".join(["<bos>"] + [f"w{i}" for i in range(2 * _BATCH_MIN_PIECES)])  # the NumPy batch path
+    assert FastBPETokenizer(vocab, _SPELL_BOS, specials).encode(long) == BPETokenizer(vocab, _SPELL_BOS,
+                                                                                      specials).encode(long)
+    # The trainer never learns such a merge (it cuts special text out), so its vocabularies are unchanged.
+    trained, merges = train_bpe("<bos> <b os> " * 20, 10, special_tokens=["<bos>"])
+    assert list(trained.values()).count(b"<bos>") == 1 and trained == build_vocab(merges, ["<bos>"])
+
+
+def test_codec_allows_a_special_second_id_only_when_a_merge_makes_it():
+    specials = ["<bos>"]
+    vocab = build_vocab(_SPELL_BOS, specials)
+    ByteLevelCodec(vocab, _SPELL_BOS, specials)  # 0 is the special, 260 the merge's ordinary token
+    with pytest.raises(ValueError, match=r"special token '<bos>' has 3 ids \[0, 260, 9999\]"):
+        ByteLevelCodec({**vocab, 9999: b"<bos>"}, _SPELL_BOS, specials)
+    with pytest.raises(ValueError, match=r"special token '<bos>' has 2 ids \[0, 260\]"):
+        ByteLevelCodec(vocab, _SPELL_BOS[:3], specials)  # no merge makes <bos> any more
+
+
+def test_encode_by_rank_not_list_order():
+    # (ab, c) has rank 0 but can only apply once the rank-1 merge a+b has made ab: "abc" is one token.
+    merges = [(b"ab", b"c"), (b"a", b"b")]
+    vocab = build_vocab(merges)
+    tok = BPETokenizer(vocab, merges)
+    assert [vocab[i] for i in tok.encode("abc")] == [b"abc"]
+    assert [vocab[i] for i in tok.encode("ab c")] == [b"ab", b" ", b"c"]
+
+
 def test_codec_rejects_wrong_types():
     vocab, merges = train_bpe("ab ab", 1)
     vocab[True] = vocab.pop(1)  # True == 1 but is not an int id

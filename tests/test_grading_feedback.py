@@ -261,3 +261,40 @@ def test_grade_takes_a_lab_in_either_spelling(monkeypatch, capsys):
     assert seen["labs"] == ["lab01_tokenizers", "lab02_words"]
     assert classroom.main(["--lab", "lab99"]) == 2
     assert "no lab matches 'lab99'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_worker_eval_uses_builtins_no_notebook_can_rebind():
+    """A probe expression runs with the worker's builtins as they were before the notebook, numpy or not."""
+    from bytes2logits.kit.probes import worker_eval
+    from bytes2logits.kit.remote import RemoteImplementation, Submission
+
+    cells = [(0, "import builtins\nbuiltins.eval = lambda *a, **k: (lambda g: 0)\nbuiltins.sorted = None\n"
+                 "__builtins__ = {}\n\ndef shared():\n    return TABLE\n\nTABLE = {0: 'a'}")]
+    sub = Submission(cells, label="hostile")
+    try:
+        impl = RemoteImplementation(sub, "hostile", {})
+        probe = worker_eval(impl, "lambda f: (f().__setitem__(0, 'X'), sorted(f()), f()[0])")
+        assert probe(impl.shared) == (None, [0], "X")  # the real eval and sorted, the shared dict seen as shared
+    finally:
+        sub.close()
+
+
+@pytest.mark.parametrize("lab, source, task, reason", [
+    ("lab03_bpe_training", "from bytes2logits.lessons.merge_stepper import bpe_trace", "train_bpe",
+     "imports `bpe_trace` from the course's reference (bytes2logits.lessons.merge_stepper)"),
+    ("lab04_bpe_encode", "from bytes2logits.lessons.bpe import FastBPETokenizer", "bpe_tokenizer",
+     "imports `FastBPETokenizer` from bytes2logits.lessons.bpe, the module that holds this lab's reference"),
+])
+def test_another_package_function_that_does_the_task_is_flagged(lab, source, task, reason):
+    from bytes2logits.kit.integrity import scan_cells
+
+    findings = scan_cells(LABS[lab], [(4, source, task)])
+    assert [(f.task, f.reason) for f in findings] == [(task, reason)]
+
+
+def test_what_the_set_up_cell_imports_stays_allowed():
+    from bytes2logits.kit.integrity import scan_cells
+
+    lab = LABS["lab05_byte_codec"]
+    assert scan_cells(lab, [(4, "from bytes2logits.lessons.bpe import BPETokenizer", "codec")]) == []

@@ -68,10 +68,15 @@ def _submission(answers: dict[str, str]):
     return nb
 
 
-def _count_tests(task: str) -> int:
+def _score_without(task: str, failing: str) -> float:
+    """The points of ``task`` when every case of its check ``failing`` fails and the rest pass (weighted)."""
+    from bytes2logits.kit.grading import score
+
     outcomes, errors, _ = run_suite(hidden_root() / LAB.name / f"test_{task}.py")
-    assert not errors
-    return len(outcomes)
+    assert not errors and any(o.name == failing for o in outcomes)
+    for o in outcomes:
+        o.passed = o.name != failing
+    return score(LAB.task(task).points, outcomes)
 
 
 def _hostile_tokenizer(body: str) -> str:
@@ -131,8 +136,8 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
         honest["answer_byte_tokenizer"], BYTE_DECODE_BYTES,
         'ids = list(ids)\n        for i in ids:\n            if not 0 <= i <= 255:\n'
         '                raise ValueError(f"bad id {i}")\n        return bytes(ids)')
-    n_byte = _count_tests("byte_tokenizer")
-    partial_scores = {**full, "byte_tokenizer": round(3 * (n_byte - 3) / n_byte, 2)}
+    partial_scores = {**full,
+                      "byte_tokenizer": _score_without("byte_tokenizer", "test_decode_rejects_ids_outside_0_255")}
     add("partial", partial, partial_scores)
 
     loop = dict(honest)

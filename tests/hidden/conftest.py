@@ -20,6 +20,8 @@ from hypothesis import HealthCheck, settings
 settings.register_profile(
     "grading", derandomize=True, deadline=None, database=None,
     max_examples=int(os.environ.get("BYTES2LOGITS_GRADING_EXAMPLES", "150")), print_blob=False,
+    # One failure per check, shrunk: several distinct ones would reach the learner as an ExceptionGroup.
+    report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large,
                            HealthCheck.filter_too_much],
 )

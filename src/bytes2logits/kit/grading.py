@@ -31,8 +31,8 @@ from pathlib import Path
 from .implementation import Implementation
 from .labs import LABS, find_lab, hidden_root
 
-__all__ = ["TestOutcome", "explain_failed_checks", "failure_lines", "implementation_for", "reference_for", "run_hidden_tests",
-           "run_suite", "run_with", "score"]
+__all__ = ["TestOutcome", "explain_failed_checks", "failure_lines", "implementation_for", "reference_for",
+           "run_hidden_tests", "run_suite", "run_with", "score"]
 
 _ACTIVE = None  # the implementation under test while run_with / run_hidden_tests runs a suite
 _ACTIVE_REFERENCE = None  # a callable giving the matching reference implementation
@@ -177,6 +177,8 @@ def _teaching_message(doc: str, call) -> str:
     exc = call.excinfo.value if call.excinfo is not None else None
     if exc is None:
         return rule
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # several failures at once: say the first
+        exc = exc.exceptions[0]
     text = str(exc).strip()
     first = text.splitlines()[0].strip() if text else ""
     if isinstance(exc, AssertionError):

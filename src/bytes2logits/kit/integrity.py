@@ -5,7 +5,10 @@ using the package's own implementation earns nothing however it is reached. The 
 at run time on its own (the package has to be importable there, and code that runs in a process can
 undo anything done to it), so the grader reads the submitted source instead, before anything runs:
 
-* an import of one of the lab's graded names from ``bytes2logits``, or of a ``bytes2logits`` module as a
+* an import of one of the lab's graded names from ``bytes2logits`` (or of a name the lab lists in
+  ``Lab.also_answers``: another function of the package that does a task's work, such as the merge
+  stepper's trainer in lab 03), of any name the set-up cell does not import from the lab's own reference
+  modules (``FastBPETokenizer`` beside lab 04's ``BPETokenizer``), or of a ``bytes2logits`` module as a
   whole (through which any name can be reached);
 * dynamic code: ``exec``, ``eval``, ``compile``, ``__import__``, ``importlib``, ``runpy``,
   ``sys.modules``, ``inspect.getsource``, or a string that names the package;
@@ -64,7 +67,9 @@ def normalized_dump(source: str) -> str | None:
 
 
 def _graded_names(lab: Lab) -> dict[str, str]:
-    return {name: t.id for t in lab.tasks for name in t.objects}
+    names = {name: task for name, task in lab.also_answers}
+    names.update({name: t.id for t in lab.tasks for name in t.objects})
+    return names
 
 
 def _package_imports(lab: Lab) -> set[str]:
@@ -119,6 +124,9 @@ def scan_cells(lab: Lab, cells: list[tuple[int, str, str | None]]) -> list[Findi
                     elif node.module == "bytes2logits" or f"{node.module}.{alias.name}" in lab.modules:
                         findings.append(Finding(own, index, f"imports the module {node.module}.{alias.name}, "
                                                             "which holds the reference"))
+                    elif node.module in lab.modules and alias.name not in imported:
+                        findings.append(Finding(own, index, f"imports `{alias.name}` from {node.module}, the module "
+                                                            "that holds this lab's reference"))
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     root = alias.name.split(".")[0]

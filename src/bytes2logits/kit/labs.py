@@ -41,6 +41,9 @@ class Lab:
     extra_names: tuple[str, ...] = field(default=())
     # More reference modules, searched after ``module`` for a name (a lab built from several engine stages).
     also: tuple[str, ...] = ()
+    # (name, task id): other functions of the package that do a task's work; importing one is flagged as
+    # importing the task's reference (kit/integrity.py).
+    also_answers: tuple[tuple[str, str], ...] = ()
 
     @property
     def modules(self) -> tuple[str, ...]:
@@ -126,9 +129,11 @@ LABS: dict[str, Lab] = {
                      "from collections.abc import Iterable, Sequence",
                      "from bytes2logits.lessons.bpe import build_vocab"),
             given=("PRETOKENIZE_PATTERN", "_PRETOKENIZE", "_check_special_tokens", "_split_on_specials"),
+            # The merge stepper's trace is a correct (naive) trainer: wrapped as train_bpe it is not an answer.
+            also_answers=(("bpe_trace", "train_bpe"),),
             tasks=(
-                Task("count_pieces", "Pre-tokenize and count pieces", ("pretokenize", "count_pieces"), 3),
-                Task("train_bpe", "Train BPE merges, fast", ("_merge_in_word", "_reversed_bytes", "train_bpe"), 7),
+                Task("count_pieces", "Pre-tokenize and count pieces", ("pretokenize", "count_pieces"), 2),
+                Task("train_bpe", "Train BPE merges, fast", ("_merge_in_word", "_reversed_bytes", "train_bpe"), 8),
             ),
         ),
         Lab(
@@ -140,8 +145,8 @@ LABS: dict[str, Lab] = {
                      "from itertools import chain"),
             given=("PRETOKENIZE_PATTERN", "_PRETOKENIZE", "_check_special_tokens"),
             tasks=(
-                Task("piece_cache", "A cache that computes a missing piece once", ("_PieceCache",), 2),
-                Task("bpe_tokenizer", "BPETokenizer: encode by rank, decode, specials", ("BPETokenizer",), 8),
+                Task("piece_cache", "A cache that computes a missing piece once", ("_PieceCache",), 1),
+                Task("bpe_tokenizer", "BPETokenizer: encode by rank, decode, specials", ("BPETokenizer",), 9),
             ),
         ),
         Lab(

@@ -148,6 +148,73 @@ def regex_alternatives(pattern: str) -> list[str]:
 
 __all__ += ["piece_strips", "grouped_bars", "merge_curves", "regex_alternatives"]
 
+# ---------------------------------------------------------------------- chapter 08
+
+
+def compute_by_vocab(rows, *, parts=("body", "attention", "head"), zoom_from: int = 2048,
+                     title: str | None = None):
+    """Compute for one document against the vocabulary size: two plots side by side.
+
+    ``rows`` holds one dict per size with the keys ``"V"``, ``"total"`` and each name in ``parts`` (FLOPs).
+    Left: the parts stacked, in GFLOP. Right: the total relative to its minimum, from ``zoom_from`` up, where
+    the bottom is shallow. Both mark the size of least total compute with a dotted line.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    best = min(rows, key=lambda r: r["total"])
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    vs = [r["V"] for r in rows]
+    bottom = np.zeros(len(rows))
+    for part in parts:
+        heights = np.array([r[part] / 1e9 for r in rows])
+        axes[0].fill_between(vs, bottom, bottom + heights, alpha=0.6, label=part)
+        bottom += heights
+    axes[0].set(ylabel="GFLOP", title=title or "Compute for one document")
+    zoom = [r for r in rows if r["V"] >= zoom_from]
+    axes[1].plot([r["V"] for r in zoom], [r["total"] / best["total"] for r in zoom], marker="o",
+                 label="total compute")
+    axes[1].set(ylabel="relative to the minimum", title=f"Zoom from V = {zoom_from:,}: a shallow bottom")
+    for ax in axes:
+        ax.axvline(best["V"], color="k", ls=":", label=f"minimum, V = {best['V']:,}")
+        ax.set(xscale="log", xlabel="vocabulary size V")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    axes[1].set_xticks([r["V"] for r in zoom][::2], [f"{r['V']:,}" for r in zoom][::2])
+    axes[1].minorticks_off()
+    fig.tight_layout()
+    return fig
+
+
+def sizes_by_year(rows, *, title: str | None = None):
+    """Vocabulary sizes against the year they appeared, on a log axis, one labelled point per tokenizer.
+
+    ``rows`` holds ``(name, year, size, read)`` tuples; ``read`` is true when the size was read from a file
+    (a filled marker) and false when it is a cited fact (a hollow one).
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for name, year, size, read in rows:
+        ax.scatter([year], [size], s=60, color="C0", facecolors="C0" if read else "none", zorder=3)
+        ax.annotate(name, (year, size), textcoords="offset points", xytext=(6, -3), fontsize=9)
+    ax.set_yscale("log", base=2)
+    sizes = [size for _, _, size, _ in rows]
+    ticks = [2**k for k in range(max(sizes).bit_length() + 1) if min(sizes) / 2 <= 2**k <= max(sizes) * 2]
+    ax.set_yticks(ticks, [f"{t:,}" for t in ticks])
+    ax.minorticks_off()
+    years = [year for _, year, _, _ in rows]
+    ax.set_xlim(min(years) - 0.5, max(years) + 1.5)
+    ax.set_xticks(range(min(years), max(years) + 1))
+    ax.set(xlabel="year", ylabel="vocabulary size V (log scale)",
+           title=title or "Vocabulary sizes over time (hollow: cited, not read from a file)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+__all__ += ["compute_by_vocab", "sizes_by_year"]
+
 # ---------------------------------------------------------------------- chapter 12
 
 
@@ -224,3 +291,140 @@ def token_rows(rows, *, title: str | None = None):
 
 
 __all__ += ["unigram_lattice", "token_rows"]
+
+# ---------------------------------------------------------------------- chapter 06
+
+
+def marker_bars(counts, baselines, *, forged=(), ylabel: str = "marker / control ids", title: str | None = None):
+    """How many marker ids each way of encoding the same conversation produced: one labelled bar per way.
+
+    ``counts`` maps a label (a way of encoding) to its number of marker ids. Bars whose label is in
+    ``forged`` (the ways that let message text mint markers) are red, the others green. ``baselines`` maps a
+    name to the count of a harmless conversation; each is drawn as a grey line (dashed, dotted, ...) named
+    in the legend, so a bar that reaches above its line shows markers the user wrote.
+    """
+    import matplotlib.pyplot as plt
+
+    labels = list(counts)
+    values = [counts[k] for k in labels]
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    bars = ax.bar(labels, values, color=["#dc2626" if k in forged else "#16a34a" for k in labels])
+    ax.bar_label(bars, [str(v) for v in values], padding=1)
+    for k, (name, value) in enumerate(baselines.items()):
+        ax.axhline(value, ls=("--", ":", "-.")[k % 3], c="gray", lw=1, label=f"{name}: a harmless chat ({value})")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 1.5 * max([*values, *baselines.values(), 1]))  # room for the legend above the bars
+    if title:
+        ax.set_title(title, fontsize=10)
+    if baselines:
+        ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+__all__ += ["marker_bars"]
+
+# ---------------------------------------------------------------------- chapter 09
+
+
+def relative_fertility_curves(relative, names=None, *, reference: str = "en_Latn", dearest: int = 4,
+                              cheapest: int = 3):
+    """One panel per tokenizer: every language's fertility relative to the reference, cheapest to dearest.
+
+    ``relative`` maps a tokenizer's name to ``{language code: ratio}`` ordered by ratio (what
+    :func:`bytes2logits.lessons.pitfalls.relative_fertility` returns), ``reference`` at 1.0. ``names`` maps
+    a language code to the name shown in the labels (default: the code). The ``dearest`` languages and the
+    ``cheapest`` ones other than the reference are labelled with their ratio; the y axis is logarithmic,
+    with a line at 1 for the reference.
+    """
+    import matplotlib.pyplot as plt
+
+    names = names or {}
+    ref_name = names.get(reference, reference)
+    cols = 2 if len(relative) > 1 else 1
+    rows = -(-len(relative) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 3.5 * rows), sharey=True, squeeze=False)
+    for ax, (tokenizer, ratios) in zip(axes.flat, relative.items()):
+        items = list(ratios.items())
+        ax.plot(range(len(items)), [v for _, v in items], color="C0")
+        ax.axhline(1, color="0.5", linewidth=0.8)
+        ax.text(len(items) * 0.98, 1.05, f"{ref_name} = 1", ha="right", fontsize=8, color="0.4")
+        ax.set_yscale("log")
+        ax.set_title(f"{tokenizer}: tokens per character relative to {ref_name}", fontsize=10)
+        arrow = dict(arrowstyle="-", color="0.6", lw=0.6)
+        for k, rank in enumerate(range(len(items) - 1, max(len(items) - 1 - dearest, -1), -1)):
+            code, value = items[rank]
+            ax.annotate(f"{names.get(code, code)} {value:.1f}x", (rank, value), xytext=(0.30, 0.92 - 0.08 * k),
+                        textcoords="axes fraction", fontsize=8, arrowprops=arrow)
+        others = [rank for rank, (code, _) in enumerate(items) if code != reference]
+        for k, rank in enumerate(others[:cheapest]):
+            code, value = items[rank]
+            ax.annotate(f"{names.get(code, code)} {value:.2f}x", (rank, value), xytext=(0.15, 0.30 - 0.08 * k),
+                        textcoords="axes fraction", fontsize=8, arrowprops=arrow)
+        ax.set_xlabel("languages, cheapest to dearest")
+        ax.grid(alpha=0.3, which="both")
+    for ax in list(axes.flat)[len(relative):]:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+__all__ += ["relative_fertility_curves"]
+
+# ---------------------------------------------------------------------- chapter 02
+
+GRANULARITY_MARKERS = {"char": "X", "word": "o", "subword (BPE)": "s", "SmolLM2": "*"}
+
+
+def granularity_tradeoff(results, colours, *, ticks=(), lost_ticks=(), markers=None):
+    """The two sides of the granularity trade-off: sequence length (left) and what is lost (right).
+
+    ``results`` maps a text's name to its rows ``(kind, vocab size, tokens per 1000 characters, lost share
+    of pieces, lost share of words, round trip exact)``, one row per tokenizer; ``colours`` gives each text
+    its colour and ``markers`` each kind of tokenizer its marker (default :data:`GRANULARITY_MARKERS`). The
+    left panel plots tokens per 1000 characters against the vocabulary size for every kind; the right one
+    the lost share of words (solid) for words and subwords, and of pieces (dashed, hollow) for words. Both x
+    axes are logarithmic, labelled at ``ticks`` and ``lost_ticks`` (``8000`` shows as ``8k``).
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    markers = dict(markers or GRANULARITY_MARKERS)
+
+    def label(t):
+        return f"{round(t / 1000)}k" if t >= 1000 else str(t)
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    first = next(iter(results), None)
+    for name, rows in results.items():
+        for kind, marker in markers.items():
+            points = [(v, t, lp, lw) for k, v, t, lp, lw, _ in rows if k == kind]
+            if not points:
+                continue
+            vs, per1000, lost_p, lost_w = zip(*points)
+            axes[0].plot(vs, per1000, marker=marker, ms=11 if marker == "*" else 7, color=colours[name])
+            if kind in ("word", "subword (BPE)"):
+                big = kind == "subword (BPE)" and name == first  # drawn first: keep it visible under the rest
+                axes[1].plot(vs, [100 * x for x in lost_w], marker=marker, ms=10 if big else 6, color=colours[name])
+            if kind == "word":
+                axes[1].plot(vs, [100 * x for x in lost_p], marker=marker, color=colours[name], ls="--", mfc="white")
+    axes[0].set(ylabel="tokens per 1000 characters", title="Sequence length on the test part")
+    axes[1].set(ylabel="share lost (%)", title="What does not come back from decode(encode(text))")
+    for ax, at in zip(axes, [ticks, lost_ticks]):
+        ax.set_xscale("log")
+        ax.minorticks_off()
+        if at:
+            ax.set_xticks(list(at), [label(t) for t in at])
+        ax.set_xlabel("vocabulary size (log scale)")
+        ax.grid(alpha=0.3)
+    by_colour = [Line2D([], [], color=c, lw=3, label=n) for n, c in colours.items()]
+    by_marker = [Line2D([], [], color="grey", ls="", marker=m, ms=8, label=k) for k, m in markers.items()]
+    axes[0].legend(handles=by_colour + by_marker, fontsize=8, ncol=2)
+    axes[1].legend(handles=by_colour + [Line2D([], [], color="grey", label="share of words"),
+                                        Line2D([], [], color="grey", ls="--", label="share of pieces (oov_rate)")],
+                   fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+__all__ += ["GRANULARITY_MARKERS", "granularity_tradeoff"]

@@ -9,9 +9,9 @@ learner's own ``pytest``) it does the same thing to the package or the namespace
 
 * :func:`worker_name`: a name as the code under test sees it.
 * :func:`worker_eval`: the value of a small expression of the suite's own source (a lambda), evaluated in
-  the worker with builtins read from its ``numpy`` module, which a notebook cannot rebind the way it can
-  rebind its namespace's ``__builtins__``. A function it makes stays in the worker; only what calling it
-  returns crosses back.
+  the worker with the builtins the worker copied before any notebook code ran (a notebook can rebind its
+  namespace's ``__builtins__`` or the builtins module, not that copy). A function it makes stays in the
+  worker; only what calling it returns crosses back.
 * :func:`fence`: while a block runs, the package's versions of a task's functions raise in the worker, so
   a learner's function that reaches them by a route the integrity scan cannot read (a re-export, an
   attribute chain, a function's ``__globals__``) fails instead of passing.
@@ -98,8 +98,9 @@ def worker_eval(impl, source: str, anchor: str | None = None):
     """The value of the expression ``source`` (``np`` in scope), evaluated where ``impl``'s code runs.
 
     ``source`` is the suite's own text, never the learner's. In a worker the value is computed once per
-    worker and kept (a lambda stays there; the grader holds a handle). ``anchor`` names a notebook function
-    whose ``np`` to use when the notebook has no ``np`` of its own (see :func:`worker_numpy`).
+    worker and kept (a lambda stays there; the grader holds a handle). ``np`` is the worker's ``numpy`` (see
+    :func:`worker_numpy`; ``anchor`` names a notebook function whose ``np`` to use when the notebook has no
+    ``np`` of its own), or None in a lab that uses no NumPy.
     """
     sub = getattr(impl, "_submission", None)
     if sub is None:
@@ -107,9 +108,11 @@ def worker_eval(impl, source: str, anchor: str | None = None):
     ep = sub.ensure()
     seen = _EVALS.setdefault(ep, {})
     if (source, anchor) not in seen:
-        np_ = worker_numpy(impl, anchor)
-        _, builtins = ep.request("getattr", np_, "__builtins__")
-        seen[(source, anchor)] = builtins["eval"](source, {"np": np_})
+        try:
+            np_ = worker_numpy(impl, anchor)
+        except MissingName:
+            np_ = None
+        seen[(source, anchor)] = ep.request("suite_eval", source, np_)
     return seen[(source, anchor)]
 
 

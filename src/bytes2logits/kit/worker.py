@@ -22,6 +22,23 @@ from .wire import Channel
 
 OUTPUT_CAP = 64 * 1024
 
+# The builtins as they are before any notebook code runs: a notebook can rebind names in the builtins module
+# (``builtins.eval = ...``), but not in this copy, which only the grader's own probe expressions use.
+_SUITE_BUILTINS = dict(vars(builtins))
+_EVAL = builtins.eval
+
+
+def suite_eval(source, np_module=None):
+    """The value of the grader's own expression ``source`` (``np`` bound to ``np_module``), evaluated here.
+
+    Used by :func:`bytes2logits.kit.probes.worker_eval`: a lambda made here stays here, so a check can look
+    at what a learner's function returned before it is copied across the pipe. The builtins it sees are
+    :data:`_SUITE_BUILTINS`.
+    """
+    if type(source) is not str:
+        raise TypeError("suite_eval takes the source of an expression")
+    return _EVAL(source, {"__builtins__": _SUITE_BUILTINS, "np": np_module})
+
 
 class _CappedSink(io.TextIOBase):
     """A text stream that keeps the first ``OUTPUT_CAP`` characters and drops the rest."""
@@ -144,6 +161,7 @@ def main(argv: list[str]) -> int:
         "get": worker.get,
         "names": worker.names,
         "ping": lambda: "pong",
+        "suite_eval": suite_eval,
     })
     try:
         ep.serve_forever()

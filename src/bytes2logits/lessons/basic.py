@@ -150,7 +150,7 @@ class CharTokenizer:
         return cls.from_dict(d)
 
     def to_dict(self) -> dict:
-        """The JSON structure :meth:`from_dict` reads."""
+        """The JSON structure :meth:`from_dict` reads (the file format), as a new dict: save it with ``json.dump``."""
         return {"type": "char", "vocab": list(self.vocab), "specials": dict(self.specials)}
 
     @property
@@ -175,10 +175,6 @@ class CharTokenizer:
                 continue
             parts.append(self.vocab[i])
         return "".join(parts)
-
-    def decode_bytes(self, ids) -> bytes:
-        """The UTF-8 bytes of :meth:`decode` (specials included)."""
-        return self.decode(ids).encode("utf-8")
 
 
 class StreamDecoder:
@@ -215,5 +211,5 @@ class StreamDecoder:
 
     @property
     def pending(self) -> bytes:
-        """Bytes received but not yet emitted (an unfinished UTF-8 sequence)."""
+        """Bytes received but not yet emitted: an unfinished character that may still complete, else ``b""``."""
         return self._pending

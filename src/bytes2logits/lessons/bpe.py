@@ -287,14 +287,118 @@ def _reversed_bytes(b: bytes) -> tuple[int, ...]:
     return tuple(255 - x for x in b) + (256,)
 
 
+def training_work(text: str, num_merges: int) -> dict[str, int | float]:
+    """Measure what incremental training saves (chapter 03): counting work, and time against a recount.
+
+    Runs the incremental algorithm of :func:`train_bpe` (the pair counts kept across merges, ``where[pair]``
+    the words that hold a pair, :func:`_merge_in_word` for the changes) and, for the same merges, a trainer
+    that recounts every pair of every distinct piece after each merge. Both must learn :func:`train_bpe`'s
+    merges (checked here). Returns numbers only:
+
+    * ``merges``, ``pieces``: merges learned, distinct pieces with at least two bytes;
+    * ``recount_pair_visits``: pairs the recounting trainer visits (every pair of every piece, each merge);
+    * ``pair_updates``: pair counts the incremental trainer changes (each changed pair once per merge);
+    * ``pieces_rewritten``: pieces it rewrites, summed over the merges (only those that hold the pair);
+    * ``recount_seconds``, ``incremental_seconds``: wall time of the two trainers in this run (use the
+      ratio; the absolute times depend on the machine).
+    """
+    import time
+
+    start = time.perf_counter()
+    _, expected = train_bpe(text, num_merges)
+    incremental_seconds = time.perf_counter() - start
+
+    # Counting pass: the incremental bookkeeping, with the best pair found by a scan over the counts (the
+    # heap of train_bpe changes how fast the best pair is found, not which pair or how many counts change).
+    token_bytes = [bytes([b]) for b in range(256)]
+    symbol_of = {t: i for i, t in enumerate(token_bytes)}
+    pieces = [(list(p.encode("utf-8")), f) for p, f in count_pieces(text).items() if len(p.encode("utf-8")) > 1]
+    words = [w for w, _ in pieces]
+    freqs = [f for _, f in pieces]
+    pair_counts: dict[tuple[int, int], int] = defaultdict(int)
+    where: dict[tuple[int, int], set[int]] = defaultdict(set)
+    for wid, symbols in enumerate(words):
+        for pair in zip(symbols, symbols[1:]):
+            pair_counts[pair] += freqs[wid]
+            where[pair].add(wid)
+    pairs_now = sum(len(w) - 1 for w in words)  # what one full recount visits
+    recount_visits = updates = rewritten = 0
+    learned: list[tuple[bytes, bytes]] = []
+    while len(learned) < num_merges and pair_counts:
+        recount_visits += pairs_now
+        a, b = min(pair_counts, key=lambda p: (-pair_counts[p], token_bytes[p[0]], token_bytes[p[1]]))
+        learned.append((token_bytes[a], token_bytes[b]))
+        merged = token_bytes[a] + token_bytes[b]
+        new = symbol_of.setdefault(merged, len(token_bytes))
+        if new == len(token_bytes):
+            token_bytes.append(merged)
+        delta: dict[tuple[int, int], int] = defaultdict(int)
+        for wid in where.pop((a, b)):
+            before = len(words[wid])
+            _merge_in_word(words[wid], wid, freqs[wid], a, b, new, delta, where)
+            rewritten += before != len(words[wid])
+            pairs_now -= before - len(words[wid])
+        del pair_counts[(a, b)]
+        delta.pop((a, b), None)
+        updates += 1
+        for pair, change in delta.items():
+            if change:
+                updates += 1
+                count = pair_counts[pair] + change
+                if count:
+                    pair_counts[pair] = count
+                else:
+                    del pair_counts[pair]
+    if learned != expected:
+        raise AssertionError("the counting pass learned other merges than train_bpe")
+
+    # The recounting trainer, timed: every pair of every piece counted again before each merge.
+    start = time.perf_counter()
+    state = {tuple(bytes([x]) for x in p.encode("utf-8")): f for p, f in count_pieces(text).items()}
+    recounted: list[tuple[bytes, bytes]] = []
+    while len(recounted) < num_merges:
+        counts: Counter[tuple[bytes, bytes]] = Counter()
+        for word, freq in state.items():
+            for pair in zip(word, word[1:]):
+                counts[pair] += freq
+        if not counts:
+            break
+        left, right = min(counts, key=lambda p: (-counts[p], p))
+        recounted.append((left, right))
+        rebuilt: dict[tuple[bytes, ...], int] = {}
+        for word, freq in state.items():
+            out, i = [], 0
+            while i < len(word):
+                if i + 1 < len(word) and word[i] == left and word[i + 1] == right:
+                    out.append(left + right)
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            rebuilt[tuple(out)] = rebuilt.get(tuple(out), 0) + freq
+        state = rebuilt
+    recount_seconds = time.perf_counter() - start
+    if recounted != expected:
+        raise AssertionError("the recounting trainer learned other merges than train_bpe")
+    return {"merges": len(expected), "pieces": len(words), "recount_pair_visits": recount_visits,
+            "pair_updates": updates, "pieces_rewritten": rewritten,
+            "recount_seconds": recount_seconds, "incremental_seconds": incremental_seconds}
+
+
 def build_vocab(merges: Iterable[tuple[bytes, bytes]], special_tokens: Sequence[str] = ()) -> dict[int, bytes]:
     """Assemble the vocabulary: special tokens (ids ``0..k-1``), the 256 bytes, then each merge in order.
 
-    A merge whose bytes are already in the vocabulary (``a+bc`` after ``ab+c``) does not get a second id.
+    A merge whose bytes are already an ordinary token (``a+bc`` after ``ab+c``) does not get a second id.
+
+    Special tokens and ordinary tokens are separate namespaces, as in tiktoken: a merge whose bytes spell a
+    special token (``b"<bo" + b"s>"``) is an *ordinary* token with its own id after the bytes, distinct
+    from the special's id. Typed ``"<bos>"`` can then encode to that ordinary id, never to the special one.
+    (:func:`train_bpe` never learns such a merge, because it cuts special text out of the corpus; a merge
+    list trained before a special was added can hold one.)
     """
     specials = _check_special_tokens(special_tokens)
     tokens = [s.encode("utf-8") for s in specials] + [bytes([b]) for b in range(256)]
-    seen = set(tokens)
+    seen = set(tokens[len(specials):])  # only ordinary tokens: a special's bytes may also be a merge's token
     for left, right in merges:
         token = left + right
         if token not in seen:
@@ -311,12 +415,16 @@ class BPETokenizer:
     * ``vocab``: id -> token bytes, as returned by :func:`train_bpe`.
     * ``merges``: the ordered merge list; a merge's position is its **rank** (0 = learned first = applied
       first when encoding).
-    * ``special_tokens``: the special token strings; each must be in ``vocab`` (as its UTF-8 bytes).
+    * ``special_tokens``: the special token strings; each must be in ``vocab`` (as its UTF-8 bytes). A
+      special's id is the lowest id that spells it; a second id with the same bytes is an ordinary token
+      (a merge that happens to spell the special, see :func:`build_vocab`).
     * ``bos`` / ``eos``: which special tokens ``encode(..., add_bos=True / add_eos=True)`` puts at the
       start / end. Asking for one that is not among ``special_tokens`` is an error.
 
     Encoding never turns text into a special id: ``"<bos>"`` typed by a user is five ordinary bytes
-    (merged as usual). Special ids only appear when ``add_bos`` / ``add_eos`` put them there.
+    (merged as usual, possibly into the ordinary token that spells it). Special ids only appear when
+    ``add_bos`` / ``add_eos`` put them there. ``self._cache`` (a :class:`_PieceCache`) remembers each
+    piece's ids; ``len(tokenizer)`` is the number of ids in the vocabulary.
     """
 
     def __init__(
@@ -659,7 +767,10 @@ class ByteLevelCodec(BPETokenizer):
     * every special token is in the vocabulary exactly once;
     * all 256 single bytes are in the vocabulary, each exactly once, so every string can be encoded
       (there is no ``<unk>``: an unseen character falls back to its UTF-8 bytes);
-    * no token bytes appear under two ids, so encoding is unambiguous.
+    * no token bytes appear under two ids, so encoding is unambiguous. The one exception is a special's
+      text that a merge also makes: that is an ordinary token with its own id (specials and ordinary tokens
+      are separate namespaces, see :func:`build_vocab`), so a special's bytes may have two ids then;
+    * every merge makes a token that is in the vocabulary.
 
     Then for every string ``x`` (without lone surrogates, which UTF-8 cannot encode),
     ``decode(encode(x)) == x``. User text never produces a special id; :meth:`encode_trusted` is the one
@@ -692,11 +803,14 @@ class ByteLevelCodec(BPETokenizer):
             shown = ", ".join(f"0x{b:02x}" for b in missing_bytes[:16])
             more = f" and {len(missing_bytes) - 16} more" if len(missing_bytes) > 16 else ""
             raise ValueError(f"{len(missing_bytes)} single byte(s) missing from the vocabulary: {shown}{more}")
-        duplicated = {token: ids for token, ids in owners.items() if len(ids) > 1}
+        special_bytes = {s.encode("utf-8") for s in specials}
+        # A special's bytes may have one more id, as the ordinary token a merge makes (see build_vocab).
+        made = {left + right for left, right in merges if type(left) is bytes and type(right) is bytes}
+        duplicated = {token: ids for token, ids in owners.items()
+                      if len(ids) > 1 and not (len(ids) == 2 and token in special_bytes and token in made)}
         if duplicated:
             token, ids = min(duplicated.items(), key=lambda kv: min(kv[1]))
-            what = f"special token {token.decode('utf-8')!r}" if token in {s.encode() for s in specials} else (
-                f"token {token!r}")
+            what = f"special token {token.decode('utf-8')!r}" if token in special_bytes else f"token {token!r}"
             raise ValueError(f"{what} has {len(ids)} ids {sorted(ids)}; every token needs exactly one id"
                              f" ({len(duplicated)} duplicated token(s) in all)")
         for left, right in merges:

@@ -2,7 +2,7 @@
 
 import re
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 
@@ -21,6 +21,7 @@ def test_pretokenize_any_script(impl):
     assert impl.pretokenize("a\u00a0b") == ["a", "\u00a0", "b"], "a no-break space is whitespace too"
 
 
+@settings(report_multiple_bugs=False)
 @given(st.text())
 def test_pretokenize_loses_nothing(impl, text):
     """Joining the pieces gives back the text, and whitespace and non-whitespace pieces alternate."""
@@ -40,11 +41,16 @@ def test_count_pieces_weights(impl):
 def test_count_pieces_cuts_out_special_tokens(impl):
     """Literal special-token text is removed from the corpus before counting, and splits the text there."""
     counts = impl.count_pieces("ab<eos>cd ab<eos>", ["<eos>"])
-    assert dict(counts) == {"ab": 2, "cd": 1, " ": 1}, "no piece may contain the special text"
+    assert dict(counts) == {"ab": 2, "cd": 1, " ": 1}, (
+        "no piece may contain the special text, and the text on its two sides must not join into one piece")
     counts = impl.count_pieces("x<|endoftext|>y", ["<|end|>", "<|endoftext|>"])
     assert dict(counts) == {"x": 1, "y": 1}, "the longer special is cut whole"
+    counts = impl.count_pieces("x<|endoftext|>y", ["<|end", "<|endoftext|>"])
+    assert dict(counts) == {"x": 1, "y": 1}, (
+        "a special that starts with another special is cut whole: try the longer one first")
 
 
+@settings(report_multiple_bugs=False)
 @given(st.lists(st.sampled_from(["low", "lower", "new", " ", "  ", "\n", "é", "日本"]), max_size=30))
 def test_count_pieces_matches_a_recount(impl, parts):
     """The counts agree with counting the pieces one by one, whatever the order of the text."""

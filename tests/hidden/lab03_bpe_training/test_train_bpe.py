@@ -1,11 +1,17 @@
-"""Hidden suite, lab 03 task 2: train_bpe (exact merges, ties, determinism, types, speed, memory)."""
+"""Hidden suite, lab 03 task 2: train_bpe (exact merges, ties, determinism, types, speed, memory).
+
+Weights (``@pytest.mark.weight``) make the task's points measure both halves of its concept, out of 100:
+exact merges 55 (ties, specials, runs, pre-tokenizer and tie-break keywords), incrementality 40 (two speed
+gates, calibrated against the reference in the same run), memory 2 and argument validation 3. A correct
+trainer that recounts every pair after each merge therefore earns 60 % of the task.
+"""
 
 import random
 import re
 from collections import Counter
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bytes2logits.kit.remote import peak_memory, timed
@@ -67,16 +73,16 @@ def train(impl, text, n, specials=()):
     return vocab, merges
 
 
-def corpus(n_bytes, seed):
-    """Zipf-distributed words over a skewed alphabet, twelve words a line."""
+def corpus(n_bytes, seed, n_words=6000, zipf=1.0):
+    """Zipf-distributed words (``n_words`` of them, exponent ``zipf``) over a skewed alphabet, twelve a line."""
     rng = random.Random(seed)
     letters = "etaoinshrdlucmfwypvbgkjqxz"
     weights = [12, 9, 8, 7.5, 7, 6.7, 6.3, 6, 5.9, 4.3, 4, 2.8, 2.8, 2.4, 2.4, 2, 2, 1.9, 1.5, 1, 0.8, 0.2, 0.2,
                0.15, 0.1, 0.07]
-    words = ["".join(rng.choices(letters, weights, k=rng.randint(1, 10))) for _ in range(6000)]
+    words = ["".join(rng.choices(letters, weights, k=rng.randint(1, 10))) for _ in range(n_words)]
     cum, total = [], 0.0
     for r in range(len(words)):
-        total += 1 / (r + 1)
+        total += 1 / (r + 1) ** zipf
         cum.append(total)
     out, size = [], 0
     while size < n_bytes:
@@ -86,6 +92,7 @@ def corpus(n_bytes, seed):
     return "".join(out)
 
 
+@pytest.mark.weight(4)
 def test_worked_example_first_four(impl):
     """On low x5, lower x2, newest x6, widest x3 the first merges are es, est, lo, low, with ids after the 256 bytes."""
     vocab, merges = train(impl, WORKED, 4)
@@ -94,6 +101,7 @@ def test_worked_example_first_four(impl):
     assert len(vocab) == 260 and all(vocab[b] == bytes([b]) for b in range(256))
 
 
+@pytest.mark.weight(4)
 def test_worked_example_runs_until_no_pair_is_left(impl):
     """Asking for more merges than exist stops early once every piece is a single token."""
     vocab, merges = train(impl, WORKED, 100)
@@ -101,6 +109,7 @@ def test_worked_example_runs_until_no_pair_is_left(impl):
     assert len(merges) == 12 and vocab == expected_vocab(merges)
 
 
+@pytest.mark.weight(2)
 def test_lab_corpus_first_merge_is_at(impl):
     """On the lab corpus ('a','t') occurs 8 times and beats ('t','h') with 6: it is the first merge."""
     _, merges = train(impl, LAB_CORPUS, 3)
@@ -109,6 +118,7 @@ def test_lab_corpus_first_merge_is_at(impl):
 
 
 @pytest.mark.parametrize("seed", range(6))
+@pytest.mark.weight(2)
 def test_generated_corpora_match_a_slow_trainer(impl, seed):
     """On generated corpora (several scripts, whitespace runs) the merge list is exactly the slow trainer's."""
     rng = random.Random(seed)
@@ -120,6 +130,8 @@ def test_generated_corpora_match_a_slow_trainer(impl, seed):
     assert vocab == expected_vocab(merges)
 
 
+@pytest.mark.weight(7)
+@settings(report_multiple_bugs=False)  # one failure, one feedback line
 @given(st.text(alphabet="aabbc \n\té", max_size=60), st.integers(0, 15))
 def test_any_small_text_matches_a_slow_trainer(impl, text, n):
     """For any small text and merge budget, the merges are the slow trainer's (ties included)."""
@@ -127,6 +139,7 @@ def test_any_small_text_matches_a_slow_trainer(impl, text, n):
     assert merges == slow_train(text, n)
 
 
+@pytest.mark.weight(5)
 def test_ties_compare_raw_bytes_not_printable_characters(impl):
     """A tie goes to the smaller pair of raw bytes: a space (0x20) sorts before 'a', although it prints as 'Ġ'."""
     _, merges = train(impl, "ab  ab  ", 1)
@@ -139,6 +152,7 @@ def test_ties_compare_raw_bytes_not_printable_characters(impl):
     assert merges == [(b"\t", b"\t")], "a tab (0x09) sorts before 'z' although it prints as 'ĉ'"
 
 
+@pytest.mark.weight(5)
 def test_ties_ignore_insertion_order(impl):
     """Among equally frequent pairs the smallest wins, not the one seen first."""
     _, merges = train(impl, "zy zy ab ab", 1)
@@ -149,6 +163,7 @@ def test_ties_ignore_insertion_order(impl):
     assert merges == [(b"x", b"y"), (b"xy", b"z")]
 
 
+@pytest.mark.weight(3)
 def test_independent_of_line_order(impl):
     """Shuffling the lines or reversing the order of the pieces gives the same merges."""
     lines = corpus(20_000, seed=3).splitlines(keepends=True)
@@ -160,6 +175,7 @@ def test_independent_of_line_order(impl):
     assert a == b == c
 
 
+@pytest.mark.weight(5)
 def test_special_tokens_first_and_never_learned(impl):
     """Specials get ids 0..k-1, bytes follow, and special text in the corpus is never merged."""
     text = "<eos>hi<eos>hi<eos> <pad>"
@@ -169,6 +185,7 @@ def test_special_tokens_first_and_never_learned(impl):
     assert vocab == expected_vocab(merges, ["<eos>", "<pad>"])
 
 
+@pytest.mark.weight(2)
 def test_bad_arguments(impl):
     """A negative or non-int merge count is a ValueError; a non-str text is a TypeError."""
     with pytest.raises(ValueError):
@@ -181,28 +198,117 @@ def test_bad_arguments(impl):
     assert merges == [] and len(vocab) == 256
 
 
-# Speed gate. Calibrated here (2 shared cores, 300 kB corpus, 150 merges): the reference takes ~0.1 s, an
-# incremental trainer that scans all pair counts for the best pair ~0.4 s (4x), the slow recount-everything
-# trainer above ~3.5 s (35x). A learner passes below SPEED_FACTOR times the reference.
+@pytest.mark.weight(1)
+@pytest.mark.parametrize("text", ["aaaaa aaaaa bab", "aaaa aaa", "ababab abab"])
+def test_runs_merge_left_to_right_without_overlap(impl, text):
+    """In a run like 'aaaaa' a pair fuses left to right without overlap (aa aa a), and later counts see that."""
+    _, merges = train(impl, text, 4)
+    assert merges == slow_train(text, 4), f"on {text!r}"
+
+
+def _is_a_bpe_training(text, merges, expected) -> bool:
+    """Whether ``merges`` is a real BPE training of ``text`` as long as ``expected``: each merge a most
+    frequent pair at its step, whatever the tie rule. The speed gates time any such trainer, so a trainer
+    whose only fault is its tie rule still has its speed measured (its ties cost the checks above)."""
+    from collections import defaultdict
+
+    from bytes2logits.lessons.bpe import _merge_in_word, count_pieces
+
+    if type(merges) is not list or len(merges) != len(expected):
+        return False
+    token_bytes = [bytes([b]) for b in range(256)]
+    symbol_of = {t: i for i, t in enumerate(token_bytes)}
+    words, freqs = [], []
+    for piece, freq in count_pieces(text).items():
+        if len(piece.encode()) > 1:
+            words.append(list(piece.encode()))
+            freqs.append(freq)
+    counts, where = defaultdict(int), defaultdict(set)
+    for wid, word in enumerate(words):
+        for pair in zip(word, word[1:]):
+            counts[pair] += freqs[wid]
+            where[pair].add(wid)
+    for merge in merges:
+        if type(merge) is not tuple or len(merge) != 2 or not all(type(t) is bytes for t in merge):
+            return False
+        a, b = symbol_of.get(merge[0]), symbol_of.get(merge[1])
+        if a is None or b is None or not counts or counts.get((a, b), 0) != max(counts.values()):
+            return False
+        new = symbol_of.setdefault(merge[0] + merge[1], len(token_bytes))
+        if new == len(token_bytes):
+            token_bytes.append(merge[0] + merge[1])
+        delta = defaultdict(int)
+        for wid in where.pop((a, b)):
+            _merge_in_word(words[wid], wid, freqs[wid], a, b, new, delta, where)
+        del counts[(a, b)]
+        delta.pop((a, b), None)
+        for pair, change in delta.items():
+            if change:
+                counts[pair] += change
+                if not counts[pair]:
+                    del counts[pair]
+    return True
+
+
+def _not_a_trainer(name):
+    return (f"on this corpus your merges are not a BPE training (some merge is not a most frequent pair at its "
+            f"step, or there are too few), so {name} cannot be measured: fix the exact-merge checks first")
+
+
+# Speed gates, calibrated on 2 shared cores (both compare with the reference timed in the same run, alternately,
+# so a busy machine slows both alike). Gate 1, whole run (300 kB, 150 merges): an incremental trainer with a
+# heap is 1-2x the reference, one that scans all pair counts for the best pair 1.5-3x, a trainer that
+# recounts every pair after each merge 11-35x. Gate 2, later merges only (merges 101-200 of a 150 kB corpus
+# of many distinct words): the heap trainer's extra time is near 0, the scanning trainer's below the
+# reference's whole run, the recounting trainer's 15-25x that run.
 SPEED_FACTOR = 10
+LATER_FACTOR = 2
 
 
+@pytest.mark.weight(20)
 def test_speed_is_incremental(impl, reference):
     """train_bpe must update pair counts incrementally: at most 10x the reference's time on a 300 kB corpus."""
     text = corpus(300_000, seed=7)
-    ref_times = []
-    for _ in range(3):
+    ref_times, my_times = [], []
+    expected = got = None
+    for attempt in range(3):
         expected, seconds = timed(reference.train_bpe, text, 150)
         ref_times.append(seconds)
-    budget = SPEED_FACTOR * min(ref_times)
+        got, seconds = timed(impl.train_bpe, text, 150)
+        my_times.append(seconds)
+        ratio = min(my_times) / min(ref_times)
+        if attempt >= 1 and ratio <= SPEED_FACTOR or ratio > 2 * SPEED_FACTOR:
+            break  # clearly within the limit, or clearly over it: more timings would not change the verdict
+    assert type(got) is tuple and len(got) == 2, "train_bpe returns a tuple (vocab, merges)"
+    assert _is_a_bpe_training(text, got[1], expected[1]), _not_a_trainer("its speed")
+    assert ratio <= SPEED_FACTOR, f"train_bpe took {ratio:.0f}x the reference's time (the limit is {SPEED_FACTOR}x)"
+
+
+@pytest.mark.weight(20)
+def test_speed_of_later_merges(impl, reference):
+    """A merge updates only the words holding its pair: merges 101-200 cost at most 2x the reference's whole run."""
+    text = corpus(150_000, seed=5, n_words=20_000, zipf=0.8)
+    ref_long, mine_short, mine_long = [], [], []
+    expected = got = None
     for _ in range(2):
-        got, elapsed = timed(impl.train_bpe, text, 150)
-        if elapsed <= budget:
+        expected, seconds = timed(reference.train_bpe, text, 200)
+        ref_long.append(seconds)
+        _, seconds = timed(impl.train_bpe, text, 100)
+        mine_short.append(seconds)
+        got, seconds = timed(impl.train_bpe, text, 200)
+        mine_long.append(seconds)
+        extra = max(0.0, min(mine_long) - min(mine_short))
+        ratio = extra / min(ref_long)
+        if ratio <= LATER_FACTOR or ratio > 3 * LATER_FACTOR:
             break
-    assert got[1] == expected[1], "the merges must also be right"
-    assert elapsed <= budget, f"train_bpe took {elapsed / min(ref_times):.0f}x the reference"
+    assert type(got) is tuple and len(got) == 2, "train_bpe returns a tuple (vocab, merges)"
+    assert _is_a_bpe_training(text, got[1], expected[1]), _not_a_trainer("the cost of its later merges")
+    assert ratio <= LATER_FACTOR, (
+        f"merges 101-200 alone took {ratio:.1f}x the reference's whole 200-merge run (the limit is {LATER_FACTOR}x): "
+        "each merge still does work in proportion to the whole corpus, not to the words that hold its pair")
 
 
+@pytest.mark.weight(2)
 def test_memory_is_bounded(impl, reference):
     """Training on a 2 MB corpus keeps distinct pieces with counts: peak memory stays under 25x the text size."""
     text = corpus(2_000_000, seed=11)
@@ -217,6 +323,7 @@ def test_memory_is_bounded(impl, reference):
 GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 
 
+@pytest.mark.weight(1)
 @pytest.mark.parametrize("seed", range(4))
 def test_gpt2_pattern_and_largest_tie_break_match_a_naive_trainer(impl, seed):
     """With pattern=GPT-2's regex and tie_break='largest' (or 'smallest'), the merges are the slow trainer's."""
@@ -229,6 +336,14 @@ def test_gpt2_pattern_and_largest_tie_break_match_a_naive_trainer(impl, seed):
         assert result[1] == slow_train(text, n, GPT2_PATTERN, tie == "largest"), f"tie_break={tie!r}"
 
 
+@pytest.mark.weight(1)
+def test_largest_tie_break_compares_whole_tokens(impl):
+    """With tie_break='largest', a token beats its own prefix (b'aa' > b'a'), as when comparing bytes."""
+    result = impl.train_bpe("aaab", 2, tie_break="largest")
+    assert result[1] == slow_train("aaab", 2, largest=True), "on 'aaab': the second merge is a tie"
+
+
+@pytest.mark.weight(1)
 def test_unknown_tie_break_is_refused(impl):
     """tie_break must be 'smallest' or 'largest'; anything else is a ValueError."""
     with pytest.raises(ValueError):

@@ -1,18 +1,21 @@
 """Tests for bytes2logits.lessons.templates, lab 07's reference: agreement with transformers on llama.cpp's 70 real
-templates, agreement with the engine's hardened renderer, the error messages, and the committed fixture.
+templates (every case of the committed fixture, and transformers itself as a live oracle), agreement with the
+engine's hardened renderer, ``{% generation %}``, the error messages, and the committed fixture.
 
-The lab's hidden suites (tests/hidden/lab07_chat_templates) also run against this module in plain pytest;
-these tests cover what they cannot: transformers itself as a live oracle, and the fixture's freshness.
+The lab's hidden suites (tests/hidden/lab07_chat_templates) also run against this module in plain pytest, on
+one case per real template; the test of the full sweep here renders every case of the fixture.
 """
 
 from __future__ import annotations
 
 import copy
 import doctest
+import hashlib
 import json
 import re
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import jinja2
@@ -54,8 +57,8 @@ def _templates() -> dict[str, str]:
 
 
 TEMPLATES = _templates()
-# Templates with a {% generation %} block (training masks): transformers has the tag, this compact renderer
-# does not, and refuses them at compile time, naming the line of the tag.
+CONVERSATIONS_FIXTURE = json.loads(FIXTURE.read_text(encoding="utf-8"))["conversations"]
+# Templates with a {% generation %} block (training masks), found with the pattern transformers uses.
 GENERATION_BLOCK = {name for name, source in TEMPLATES.items() if re.search(r"\{%-?\s*generation\s*-?%\}", source)}
 
 
@@ -74,21 +77,19 @@ def test_matches_transformers_on_real_templates(name):
     from transformers.utils.chat_template_utils import render_jinja_template
 
     source = TEMPLATES[name]
-    for conversation, messages in CONVERSATIONS.items():
-        for generation in (True, False):
-            theirs = _outcome(lambda: render_jinja_template(
-                conversations=[copy.deepcopy(messages)], chat_template=source, add_generation_prompt=generation,
-                bos_token=BOS, eos_token=EOS)[0][0])
-            ours = _outcome(lambda: render_template(source, copy.deepcopy(messages), add_generation_prompt=generation,
-                                                    bos_token=BOS, eos_token=EOS))
-            if name in GENERATION_BLOCK:
-                assert ours[0] == "raised" and "generation" in str(ours[1]) and "line " in str(ours[1])
-                continue
-            assert ours[0] == theirs[0], f"{conversation}: ours {ours[0]}, transformers {theirs[0]}: {ours[1]!r:.200}"
-            if ours[0] == "ok":
-                assert ours[1] == theirs[1], f"{conversation}, generation={generation}"
-            else:
-                assert isinstance(ours[1], TemplateError)
+    # the committed fixture's sweep covers every template on four cases; these add other conversations
+    for conversation, generation in (("system_user", True), ("multi_turn", False), ("non_ascii", True)):
+        messages = CONVERSATIONS[conversation]
+        theirs = _outcome(lambda: render_jinja_template(
+            conversations=[copy.deepcopy(messages)], chat_template=source, add_generation_prompt=generation,
+            bos_token=BOS, eos_token=EOS)[0][0])
+        ours = _outcome(lambda: render_template(source, copy.deepcopy(messages), add_generation_prompt=generation,
+                                                bos_token=BOS, eos_token=EOS))
+        assert ours[0] == theirs[0], f"{conversation}: ours {ours[0]}, transformers {theirs[0]}: {ours[1]!r:.200}"
+        if ours[0] == "ok":
+            assert ours[1] == theirs[1], f"{conversation}, generation={generation}"
+        else:
+            assert isinstance(ours[1], TemplateError)
 
 
 @pytest.mark.skipif(not TEMPLATES, reason="llama-cpp-models asset not fetched")
@@ -96,8 +97,6 @@ def test_agrees_with_the_engine_renderer():
     """Where the engine's hardened ChatTemplate renders, the compact renderer renders the same bytes."""
     compared = 0
     for name, source in TEMPLATES.items():
-        if name in GENERATION_BLOCK:
-            continue
         engine = ChatTemplate(source, bos_token=BOS, eos_token=EOS, name=name)
         for messages in (CONVERSATIONS["multi_turn"],):  # transformers' test above covers the rest
             theirs = _outcome(lambda: engine.render(copy.deepcopy(messages), add_generation_prompt=True))
@@ -112,11 +111,60 @@ def test_agrees_with_the_engine_renderer():
 
 def test_fixture_is_small_and_complete():
     """The committed fixture is small and covers every kind of case the hidden suites need."""
-    assert FIXTURE.stat().st_size < 200_000
+    assert FIXTURE.stat().st_size < 400_000
     data = json.loads(FIXTURE.read_text(encoding="utf-8"))
     assert {"qwen3", "smollm2", "llama3.1", "gemma2", "mistral-nemo"} <= set(data["templates"])
     assert any("error" in r for r in data["renders"]) and any("diverge_at" in r for r in data["increments"])
     assert {c["default_system"] is None for c in data["chatml"]} == {True, False}
+    sweep = data["sweep"]
+    assert sweep["count"] == len(sweep["templates"]) + len(sweep["refused"]) >= 70
+    assert sum(t["generation_tag"] for t in sweep["templates"].values()) >= 2
+    assert any("dates" in c for t in sweep["templates"].values() for c in t["cases"])
+
+
+SWEEP = json.loads(FIXTURE.read_text(encoding="utf-8"))["sweep"]
+
+
+@pytest.mark.skipif(not TEMPLATES, reason="llama-cpp-models asset not fetched")
+def test_the_sweep_covers_every_template_in_the_asset():
+    """The fixture's sweep names every .jinja file of llama.cpp's folder, with the sha256 of its source."""
+    assert set(SWEEP["templates"]) | set(SWEEP["refused"]) == set(TEMPLATES)
+    for name, entry in SWEEP["templates"].items():
+        assert hashlib.sha256(TEMPLATES[name].encode("utf-8")).hexdigest() == entry["sha256"], name
+    assert GENERATION_BLOCK == {n for n, t in SWEEP["templates"].items() if t["generation_tag"]}
+
+
+@pytest.mark.skipif(not TEMPLATES, reason="llama-cpp-models asset not fetched")
+def test_renders_every_fixture_case_of_every_real_template(capsys):
+    """Every case of the sweep that transformers rendered, rendered by the reference: byte for byte (with today's
+    date where the template called strftime_now); where transformers refused, the reference refuses too."""
+    rendered_by_transformers, matched, failures = set(), set(), []
+    for name, entry in SWEEP["templates"].items():
+        ok = True
+        for case in entry["cases"]:
+            messages = copy.deepcopy(CONVERSATIONS_FIXTURE[case["conversation"]])
+            outcome = _outcome(lambda: render_template(TEMPLATES[name], messages,
+                                                       add_generation_prompt=case["add_generation_prompt"],
+                                                       **copy.deepcopy(entry["context"])))
+            if "error" in case:
+                refused = outcome[0] == "raised" and isinstance(outcome[1], TemplateError)
+                if not (refused and case["error"] in str(outcome[1])):
+                    ok = False
+                    failures.append(f"{name} {case['conversation']}: transformers refused; ours: {outcome!r:.120}")
+                continue
+            want = case["expected"]
+            for format, frozen in case.get("dates", {}).items():
+                want = want.replace(frozen, datetime.now().strftime(format))
+            if outcome != ("ok", want):
+                ok = False
+                failures.append(f"{name} {case['conversation']} {case['add_generation_prompt']}: {outcome[1]!r:.120}")
+        rendered_by_transformers.add(name)
+        matched |= {name} if ok else set()
+    with capsys.disabled():
+        print(f"\nlab07 sweep: {SWEEP['count']} templates in the asset, {len(rendered_by_transformers)} rendered by "
+              f"transformers ({len(SWEEP['refused'])} refused by it), {len(matched)} matched by the reference")
+    assert not failures, failures[:5]
+    assert matched == rendered_by_transformers
 
 
 @pytest.mark.slow
@@ -189,6 +237,7 @@ def test_template_line_and_compile():
     env = make_environment()
     assert env.trim_blocks and env.lstrip_blocks and "tojson" in env.filters
     assert {"raise_exception", "strftime_now"} <= set(env.globals)
+    assert {type(e) for e in env.extensions.values()} >= {jinja2.ext.LoopControlExtension, templates.GenerationBlock}
 
 
 def test_sandbox_refusal_is_immediate():

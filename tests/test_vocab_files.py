@@ -97,6 +97,85 @@ def test_ids_match_tiktoken_on_edge_cases(name, text, ours, tiktoken_encodings):
     assert ours[name].encode(text) == tiktoken_encodings[name].encode_ordinary(text)
 
 
+CL100K_SPECIAL_TEXTS = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|endofprompt|>"]
+
+
+def with_specials(texts: list[str]) -> list[str]:
+    """Texts with special-token text put in at random places, plus near misses and neighbours."""
+    rng = random.Random(100257)
+    out = []
+    for text in texts[::3]:
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randint(0, len(text))
+            text = text[:at] + rng.choice(CL100K_SPECIAL_TEXTS) + text[at:]
+        out.append(text)
+    out += ["<|endoftext|>", "<|endoftext|><|endoftext|>", "a<|fim_prefix|>b<|fim_suffix|>c<|fim_middle|>",
+            " <|endofprompt|> ", "<|endoftext|", "<|endoftext|>|>", "<<|endoftext|>>", "\n<|endoftext|>\n\n",
+            "<|im_start|> is not cl100k's", "<|ENDOFTEXT|>", "x" * 5 + "<|endofprompt|>" + "😀"]
+    return out
+
+
+def test_cl100k_has_tiktokens_special_tokens(ours, tiktoken_encodings):
+    """The five specials, with tiktoken's ids, as control tokens; the vocabulary is as large as tiktoken's."""
+    theirs = tiktoken_encodings["cl100k"]
+    assert ours["cl100k"].special_tokens == theirs._special_tokens == vocab_files.CL100K_SPECIAL_TOKENS
+    assert ours["cl100k"].vocab_size == theirs.n_vocab == 100277
+    assert all(ours["cl100k"].is_special(i) for i in vocab_files.CL100K_SPECIAL_TOKENS.values())
+
+
+def test_cl100k_encode_with_specials_matches_tiktoken(texts, ours, tiktoken_encodings):
+    """allowed_special="all" and a subset give tiktoken's ids; not allowed, special text is ordinary text."""
+    theirs, mine = tiktoken_encodings["cl100k"], ours["cl100k"]
+    cases = with_specials(texts)
+    assert len(cases) > 100 and sum(100257 in theirs.encode(t, allowed_special="all") for t in cases) > 50
+    some = {"<|endoftext|>", "<|fim_middle|>"}
+    for text in cases:
+        assert mine.encode(text, allowed_special="all") == theirs.encode(text, allowed_special="all"), text[:80]
+        assert mine.encode(text, allowed_special=some) == \
+            theirs.encode(text, allowed_special=some, disallowed_special=()), text[:80]
+        assert mine.encode(text) == theirs.encode_ordinary(text) == theirs.encode(text, disallowed_special=()), \
+            text[:80]
+
+
+def test_cl100k_special_text_is_never_a_special_id_unless_allowed(ours, tiktoken_encodings):
+    """Not allowed, special text never becomes a special id (tiktoken's encode refuses it instead)."""
+    theirs, mine = tiktoken_encodings["cl100k"], ours["cl100k"]
+    specials = set(vocab_files.CL100K_SPECIAL_TOKENS.values())
+    for text in CL100K_SPECIAL_TEXTS:
+        with pytest.raises(ValueError, match="disallowed special token"):
+            theirs.encode(text)
+        assert not specials & set(mine.encode(text)) and mine.decode(mine.encode(text)) == text
+    assert mine.encode("<|endoftext|><|fim_prefix|>", allowed_special={"<|fim_prefix|>"})[-1] == 100258
+    with pytest.raises(TokenizerError, match="not a special token"):
+        mine.encode("x", allowed_special={"<|im_end|>"})
+
+
+def test_cl100k_decodes_every_special_id_as_tiktoken(ours, tiktoken_encodings):
+    """decode and decode_bytes of each special id (alone, among text, skipped) agree with tiktoken."""
+    theirs, mine = tiktoken_encodings["cl100k"], ours["cl100k"]
+    hello = theirs.encode_ordinary("Hello")
+    for text, i in vocab_files.CL100K_SPECIAL_TOKENS.items():
+        assert mine.decode([i]) == theirs.decode([i]) == text
+        assert mine.decode_bytes([i]) == theirs.decode_single_token_bytes(i)
+        assert mine.decode([*hello, i, *hello]) == theirs.decode([*hello, i, *hello])
+        assert mine.decode([*hello, i], skip_special=True) == "Hello"
+        assert mine.id_to_token(i) == text and mine.token_to_id(text) == i
+    for gap in (100256, 100261, 100275):  # ids tiktoken never assigned: it raises, ours decode to nothing
+        with pytest.raises(KeyError):
+            theirs.decode_single_token_bytes(gap)
+        assert mine.decode([gap]) == "" and not mine.is_special(gap)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(text=st.lists(st.sampled_from(CL100K_SPECIAL_TEXTS + ["<|", "|>", "endoftext", "a", " ", "\n", "é", "12"]),
+                     max_size=12).map("".join))
+def test_cl100k_specials_match_tiktoken_on_any_mix(text, ours, tiktoken_encodings):
+    theirs, mine = tiktoken_encodings["cl100k"], ours["cl100k"]
+    ids = theirs.encode(text, allowed_special="all")
+    assert mine.encode(text, allowed_special="all") == ids
+    assert mine.decode(ids) == theirs.decode(ids) == text
+
+
 def test_cl100k_merges_rebuild_every_token():
     """Every multi-byte rank is reached by exactly one derived merge, in rank order, whose parts rank lower."""
     ranks = vocab_files.read_tiktoken_ranks(assets.path("cl100k"))

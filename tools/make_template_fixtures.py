@@ -21,7 +21,15 @@ The fixture holds
   rendering the plain ChatML template (no default) or SmolLM2's / Qwen2.5's template (which insert one);
 * ``increments``: template x (history, new messages) -> the text that turns the rendering of the history
   (without the generation prompt) into the rendering of the whole conversation (with it), or
-  ``diverge_at``, the first character where the first is not a prefix of the second.
+  ``diverge_at``, the first character where the first is not a prefix of the second;
+* ``sweep``: EVERY template in llama.cpp's ``models/templates/`` (file name -> sha256 of its source, the
+  context it was rendered with, whether it uses ``{% generation %}``), each rendered on a few conversations
+  (system, user and assistant turns, with and without the generation prompt). The sources are not copied:
+  the suites read them from the asset and check the sha256. ``tools`` are passed only to a template that
+  transformers cannot render without them (and firefunction-v2 gets the ``functions`` and ``datetime``
+  strings it reads). A template that transformers refuses on every case is listed under ``refused`` with
+  its error. ``strftime_now`` is frozen at ``SWEEP_DATE``: a case that called it lists under ``dates`` each
+  format and the text it gave, which a suite replaces by today's text for that format before comparing.
 
 Run it from the repository root with the project's environment (transformers installed)::
 
@@ -35,12 +43,16 @@ from __future__ import annotations
 
 import argparse
 import copy
+import datetime as _datetime
+import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
 import jinja2
 import transformers
+import transformers.utils.chat_template_utils as chat_template_utils
 from transformers.utils.chat_template_utils import render_jinja_template
 
 from bytes2logits import assets
@@ -128,6 +140,34 @@ INCREMENTS = [
 ]
 THINK_HISTORY = [Q1, {"role": "assistant", "content": "<think>\nAdd them.\n</think>\n\n4"}]
 
+# The sweep over every real template: (conversation, add_generation_prompt) cases, the special-token texts
+# (placeholders: llama.cpp's folder holds templates, not their tokens), and the frozen date of strftime_now.
+SWEEP_CASES = [("user_only", True), ("system_multi_turn", True),
+               ("system_multi_turn", False), ("training_example", False)]
+SWEEP_SPECIAL = {"bos_token": "<|test_bos|>", "eos_token": "<|test_eos|>"}
+SWEEP_CONTEXT = {  # variables a template reads that are not transformers' standard ones
+    "fireworks-ai-llama-3-firefunction-v2.jinja": {"functions": json.dumps([WEATHER_TOOL["function"]], indent=2),
+                                                   "datetime": "1999-12-31"},
+}
+SWEEP_DATE = (1999, 12, 31, 12, 0, 0)
+GENERATION_TAG = re.compile(r"\{%-?\s*generation\s*-?%\}")  # the test transformers uses for the tag
+
+
+class _FrozenClock(_datetime.datetime):
+    """transformers' strftime_now calls ``datetime.now().strftime(format)``: answer with SWEEP_DATE, and note
+    each format asked for, so that a suite can put today's date in its place."""
+
+    used: dict[str, str] = {}
+
+    @classmethod
+    def now(cls, tz=None):  # noqa: ARG003 - same signature as datetime.now
+        return cls(*SWEEP_DATE)
+
+    def strftime(self, format):  # noqa: A002 - datetime's own parameter name
+        text = super().strftime(format)
+        _FrozenClock.used[format] = text
+        return text
+
 
 def template_sources() -> dict[str, str]:
     folder = assets.path("llama-cpp-models") / "templates"
@@ -168,6 +208,41 @@ def refusal(source: str, exc: Exception) -> dict:
     return entry
 
 
+def sweep() -> dict:
+    """Every real template in llama.cpp's folder, rendered by transformers on SWEEP_CASES."""
+    folder = assets.path("llama-cpp-models") / "templates"
+    templates, refused = {}, {}
+    for path in sorted(folder.glob("*.jinja")):
+        source = path.read_text(encoding="utf-8")
+        context = {**SWEEP_SPECIAL, **SWEEP_CONTEXT.get(path.name, {})}
+        for extra in ({}, {"tools": [WEATHER_TOOL]}):  # tools only where the template cannot do without them
+            cases = []
+            for conversation, generation in SWEEP_CASES:
+                kwargs = {**context, **extra, "add_generation_prompt": generation}
+                entry = {"conversation": conversation, "add_generation_prompt": generation}
+                _FrozenClock.used = {}
+                try:
+                    entry["expected"] = oracle(source, CONVERSATIONS[conversation], kwargs)
+                except Exception as exc:  # noqa: BLE001 - a refusal is an expected outcome too
+                    entry.update(refusal(source, exc))
+                if _FrozenClock.used:
+                    entry["dates"] = dict(sorted(_FrozenClock.used.items()))
+                cases.append(entry)
+            if any("expected" in c for c in cases):
+                break
+        else:
+            refused[path.name] = cases[0]["error"]
+            continue
+        templates[path.name] = {
+            "sha256": hashlib.sha256(source.encode("utf-8")).hexdigest(),
+            "context": {**context, **extra},
+            "generation_tag": bool(GENERATION_TAG.search(source)),
+            "cases": cases,
+        }
+    return {"asset": "llama-cpp-models", "folder": "templates", "date": _datetime.date(*SWEEP_DATE[:3]).isoformat(),
+            "count": len(templates) + len(refused), "templates": templates, "refused": refused}
+
+
 def first_difference(a: str, b: str) -> int:
     """The first index where ``a`` and ``b`` differ (the shorter one's length if one is a prefix of the other)."""
     for i, (x, y) in enumerate(zip(a, b)):
@@ -177,6 +252,7 @@ def first_difference(a: str, b: str) -> int:
 
 
 def build() -> dict:
+    chat_template_utils.datetime = _FrozenClock  # every strftime_now below answers with SWEEP_DATE
     sources = template_sources()
     special = {name: {"bos_token": bos, "eos_token": eos} for name, (_, bos, eos) in TEMPLATES.items()}
     renders = []
@@ -235,6 +311,7 @@ def build() -> dict:
         "renders": renders,
         "chatml": chatml,
         "increments": increments,
+        "sweep": sweep(),
     }
 
 
@@ -252,9 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     data = json.loads(text)
     refusals = sum("error" in r for r in data["renders"])
     diverging = sum("diverge_at" in r for r in data["increments"])
+    swept = data["sweep"]
     print(f"wrote {OUT.relative_to(ROOT)} ({len(text.encode()) / 1024:.0f} KB): {len(data['renders'])} renders "
           f"({refusals} refusals), {len(data['chatml'])} ChatML cases, {len(data['increments'])} increments "
-          f"({diverging} not a prefix)")
+          f"({diverging} not a prefix); sweep: {swept['count']} templates in the asset, {len(swept['templates'])} "
+          f"rendered by transformers ({sum(len(t['cases']) for t in swept['templates'].values())} cases), "
+          f"{len(swept['refused'])} refused by it")
     return 0
 
 

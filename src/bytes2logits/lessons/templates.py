@@ -14,10 +14,10 @@ Jinja template language: the GGUF key ``tokenizer.chat_template`` (``chat_templa
 
 * :func:`render_chatml` writes ChatML directly, with the optional default system message that SmolLM2's
   and Qwen2.5's templates insert;
-* :class:`StrictSandbox`, :func:`make_environment`, :func:`template_line` and :func:`render_template` run a
-  model's own template the way Hugging Face ``transformers`` does (``apply_chat_template(...,
-  tokenize=False)``), inside Jinja's sandbox, and turn every failure into an error that names the template
-  line;
+* :class:`StrictSandbox`, :class:`GenerationBlock`, :func:`make_environment`, :func:`template_line` and
+  :func:`render_template` run a model's own template the way Hugging Face ``transformers`` does
+  (``apply_chat_template(..., tokenize=False)``), inside Jinja's sandbox, and turn every failure into an error
+  that names the template line;
 * :func:`render_increment` gives the text that turns the rendering of a conversation into the rendering of
   a longer one, and refuses when the template rewrites earlier turns (Qwen3 drops old ``<think>`` blocks).
   It is the first check before a chat reuses its KV cache, not the last: the cache holds what the model
@@ -28,13 +28,15 @@ How this differs from :mod:`bytes2logits.engine.chat`, and why both exist
 :class:`bytes2logits.engine.chat.ChatTemplate` is the engine's renderer, the one the chat command uses on
 templates from anywhere. It is checked byte for byte against ``transformers`` on 70 real templates and is
 hardened: it meters loop iterations, render time and output size, refuses more routes to Python internals
-(``func_globals``, ``mro``...), supports ``{% generation %}`` blocks and guarded ``dict``/``namespace``
-globals, copies inputs into plain JSON types, aliases reasoning fields and validates messages field by
-field. That is several hundred lines. This module is what a learner writes in an afternoon and keeps the
-parts that decide the *bytes*: the same sandbox class and settings (``trim_blocks``, ``lstrip_blocks``,
-``loopcontrols``, ``raise_exception``, a ``tojson`` that keeps non-ASCII text, ``strftime_now``, ``tools``
-and ``documents`` passed as ``None``, ``bos_token``/``eos_token`` from the caller), so on ordinary
-conversations it renders exactly what ``transformers`` renders. It does not bound a template's running
+(``func_globals``, ``mro``...), guards the ``dict``/``namespace`` globals, copies inputs into plain JSON
+types, aliases reasoning fields (``thinking``, ``reasoning`` and ``reasoning_content``, as ``transformers``
+does) and validates messages field by field. That is several hundred lines. This module is what a learner
+writes in an afternoon and keeps the parts that decide the *bytes*: the same sandbox class and settings
+(``trim_blocks``, ``lstrip_blocks``, ``loopcontrols``, the ``{% generation %}`` tag, ``raise_exception``, a
+``tojson`` that keeps non-ASCII text, ``strftime_now``, ``tools`` and ``documents`` passed as ``None``,
+``bos_token``/``eos_token`` from the caller). So on ordinary conversations (no reasoning fields) it renders
+exactly what ``transformers`` renders, on every one of the 70 templates in llama.cpp's ``models/templates/``
+(``tests/test_templates.py`` checks each against ``transformers``). It does not bound a template's running
 time: use it on templates you have read, and :class:`~bytes2logits.engine.chat.ChatTemplate` on the rest.
 """
 
@@ -49,6 +51,7 @@ from typing import Any
 
 import jinja2
 from jinja2.exceptions import SecurityError
+from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..errors import TemplateError
@@ -56,6 +59,7 @@ from ..errors import TemplateError
 __all__ = [
     "IM_END",
     "IM_START",
+    "GenerationBlock",
     "StrictSandbox",
     "TemplateError",
     "compile_template",
@@ -136,12 +140,44 @@ class StrictSandbox(ImmutableSandboxedEnvironment):
         raise SecurityError(f"access to attribute {attribute!r} of a {type(obj).__name__} object is refused")
 
 
+class GenerationBlock(Extension):
+    """The ``{% generation %}...{% endgeneration %}`` tag, as ``transformers`` defines it: rendering outputs
+    the body unchanged.
+
+    The tag marks text the *assistant* wrote. ``transformers`` records the character span of every block
+    it renders and, with ``apply_chat_template(..., return_assistant_tokens_mask=True)``, turns those spans
+    into a mask over the tokens: 1 for the tokens of the assistant's answers, 0 for the rest. Fine-tuning
+    uses that mask so the loss counts only the answers, not the prompts. LFM2.5's and poolside Laguna's
+    templates wrap each assistant turn in the tag. Jinja does not know it, so an environment without this
+    extension refuses those templates with a syntax error, although they render fine.
+
+    The body becomes a *call block*: the body is a small macro that :meth:`_render_body` calls, exactly as
+    ``transformers``' ``AssistantTracker`` does. So, as there, a ``{% set %}`` inside the block stays
+    inside it (a ``namespace`` attribute set inside it is seen after it), which decides the bytes of
+    templates that set variables in the block.
+    """
+
+    tags = {"generation"}
+
+    def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.Node:
+        """Called when the parser meets ``{% generation %}``: read the body up to ``{% endgeneration %}`` and
+        return a call block whose output is what :meth:`_render_body` returns, on the tag's line."""
+        lineno = next(parser.stream).lineno  # the token "generation" itself
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_render_body"), [], [], body).set_lineno(lineno)
+
+    def _render_body(self, caller: Any) -> str:
+        """Render the block: ``caller()`` renders its body. (``transformers`` also notes the span here.)"""
+        return caller()
+
+
 def make_environment() -> StrictSandbox:
     """A :class:`StrictSandbox` set up as ``transformers`` sets up its chat-template environment.
 
     * ``trim_blocks=True`` and ``lstrip_blocks=True``: a block tag such as ``{% if %}`` on a line of its own
       swallows its indentation and the newline after it, so indenting a template does not add spaces;
-    * the ``loopcontrols`` extension (``{% break %}`` and ``{% continue %}``);
+    * the ``loopcontrols`` extension (``{% break %}`` and ``{% continue %}``) and :class:`GenerationBlock`
+      (``{% generation %}``, which marks the assistant's text for a training mask);
     * ``raise_exception(message)``: a template's way of refusing a conversation it cannot format (Gemma's
       refuses a system message);
     * a ``tojson`` filter that is plain ``json.dumps``: unlike Jinja's own, it keeps non-ASCII text and
@@ -159,7 +195,8 @@ def make_environment() -> StrictSandbox:
     def strftime_now(format: str) -> str:
         return datetime.now().strftime(format)
 
-    env = StrictSandbox(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env = StrictSandbox(trim_blocks=True, lstrip_blocks=True,
+                        extensions=["jinja2.ext.loopcontrols", GenerationBlock])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now

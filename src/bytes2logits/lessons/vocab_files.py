@@ -161,8 +161,28 @@ def load_gpt2(folder: str | os.PathLike | None = None) -> Tokenizer:
     return Tokenizer.from_metadata(gpt2_metadata(encoder, (folder / "vocab.bpe").read_text(encoding="utf-8")))
 
 
+#: cl100k_base's special tokens and their ids, as tiktoken defines the encoding
+#: (``tiktoken_ext.openai_public.cl100k_base``). The ``.tiktoken`` file holds only the 100 256 ranks.
+CL100K_SPECIAL_TOKENS = {
+    "<|endoftext|>": 100257,
+    "<|fim_prefix|>": 100258,
+    "<|fim_middle|>": 100259,
+    "<|fim_suffix|>": 100260,
+    "<|endofprompt|>": 100276,
+}
+
+
 def load_cl100k(path: str | os.PathLike | None = None) -> Tokenizer:
-    """cl100k_base (GPT-3.5/GPT-4) from its ``.tiktoken`` ranks (default: the ``cl100k`` asset).
+    """cl100k_base (GPT-3.5/GPT-4) from its ``.tiktoken`` ranks (default: the ``cl100k`` asset), with its
+    five special tokens.
+
+    The ranks are ids 0..100255. The specials of :data:`CL100K_SPECIAL_TOKENS` (``<|endoftext|>`` 100257 ...
+    ``<|endofprompt|>`` 100276) are control tokens: ``encode(text, allowed_special="all")`` turns their text
+    into their ids, as tiktoken does, while plain ``encode(text)`` encodes it as ordinary text (tiktoken's
+    ``encode_ordinary``; tiktoken's ``encode`` refuses such text instead). ``decode`` writes their text. The
+    ids tiktoken leaves unassigned (100256 and 100261..100275) are unused tokens named ``[PAD<id>]``, as
+    llama.cpp's converter names them: nothing encodes to them and they decode to nothing (tiktoken raises
+    ``KeyError``), so ``vocab_size`` is 100277, tiktoken's ``n_vocab``.
 
     The pre-tokenizer is Llama 3's, which is cl100k's regex as published. tiktoken 0.7+ runs a rewritten
     regex with one extra rule (``\\s++$``): a text that *ends* in whitespace containing a line break keeps
@@ -172,7 +192,16 @@ def load_cl100k(path: str | os.PathLike | None = None) -> Tokenizer:
         from .. import assets
 
         path = assets.path("cl100k")
-    return Tokenizer.from_metadata(tiktoken_metadata(read_tiktoken_ranks(path), pre="llama3"))
+    metadata = tiktoken_metadata(read_tiktoken_ranks(path), pre="llama3")
+    tokens = list(metadata["tokenizer.ggml.tokens"])
+    types = [TokenType.NORMAL] * len(tokens)
+    by_id = {i: text for text, i in CL100K_SPECIAL_TOKENS.items()}
+    for i in range(len(tokens), max(by_id) + 1):
+        tokens.append(by_id.get(i, f"[PAD{i}]"))
+        types.append(TokenType.CONTROL if i in by_id else TokenType.UNUSED)
+    metadata.update({"tokenizer.ggml.tokens": tokens, "tokenizer.ggml.token_type": types,
+                     "tokenizer.ggml.eos_token_id": CL100K_SPECIAL_TOKENS["<|endoftext|>"]})
+    return Tokenizer.from_metadata(metadata)
 
 
 def load_qwen3(path: str | os.PathLike | None = None) -> Tokenizer:
@@ -184,3 +213,36 @@ def load_qwen3(path: str | os.PathLike | None = None) -> Tokenizer:
     from .. import assets
 
     return Tokenizer.from_file(path or assets.path("qwen3-tokenizer"))
+
+
+# ---------------------------------------------------------------------------------------------- sizes
+
+
+def vocabulary_size(path: str | os.PathLike) -> int:
+    """How many token ids a tokenizer file defines, read from the file itself (chapter 08's table).
+
+    * a GGUF file (``.gguf``): the length of ``tokenizer.ggml.tokens``;
+    * a tiktoken rank file (``.tiktoken``): the number of ranks; tiktoken keeps its special tokens in its
+      source code, not in this file, so they are not counted;
+    * GPT-2's ``encoder.json``: its number of entries (``<|endoftext|>`` included);
+    * a Hugging Face ``tokenizer.json``: one more than the highest id among the model's vocabulary and the
+      added tokens (ids may leave gaps, and the embedding needs a row for the highest).
+    """
+    path = Path(path)
+    if path.suffix == ".gguf":
+        from ..engine.gguf import GGUFReader
+
+        with GGUFReader(path) as reader:
+            return len(reader.metadata["tokenizer.ggml.tokens"])
+    if path.suffix == ".tiktoken":
+        return len(read_tiktoken_ranks(path))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, dict) and isinstance(data.get("model"), dict):  # tokenizer.json
+        ids = list(data["model"].get("vocab", {}).values()) + [t["id"] for t in data.get("added_tokens", [])]
+        return max(ids) + 1
+    if isinstance(data, dict) and all(isinstance(i, int) for i in data.values()):  # encoder.json
+        return len(data)
+    raise TokenizerError(f"{path}: not a GGUF, .tiktoken, encoder.json or tokenizer.json file")
+
+
+__all__ += ["vocabulary_size"]

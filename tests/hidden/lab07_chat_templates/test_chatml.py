@@ -50,8 +50,11 @@ def check_cases(impl, default_system):
                 f"your text differs from transformers' at character {at}, where yours has {got[at:at + 25]!r}")
 
 
+@pytest.mark.weight(2)
 def test_plain_chatml_matches_transformers(impl):
-    """Without a default system message, render_chatml gives exactly transformers' ChatML rendering
+    """render_chatml gives exactly transformers' rendering of the ChatML template.
+
+    Without a default system message, render_chatml gives exactly transformers' ChatML rendering
     (multi-turn, unicode, leading/trailing whitespace kept, with and without the generation prompt)."""
     check_cases(impl, None)
 
@@ -66,8 +69,11 @@ def test_qwen25_default_system_matches_its_template(impl):
     check_cases(impl, QWEN25_SYSTEM)
 
 
+@pytest.mark.weight(2)
 def test_generation_prompt_is_the_open_assistant_turn(impl):
-    """add_generation_prompt=True appends exactly '<|im_start|>assistant\\n' to the finished conversation,
+    """The generation prompt is exactly '<|im_start|>assistant\\n', and it is on by default.
+
+    add_generation_prompt=True appends exactly '<|im_start|>assistant\\n' to the finished conversation,
     and it is on by default."""
     messages = [{"role": "user", "content": "Hi"}]
     closed = impl.render_chatml(messages, add_generation_prompt=False)
@@ -77,7 +83,9 @@ def test_generation_prompt_is_the_open_assistant_turn(impl):
 
 
 def test_default_system_only_when_the_first_message_is_not_system(impl):
-    """The default system message is inserted first only if the conversation does not start with a system
+    """The default system message goes first only when the conversation does not start with a system message.
+
+    The default system message is inserted first only if the conversation does not start with a system
     message; a system message later in the conversation does not prevent it and stays where it is."""
     own = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
     assert impl.render_chatml(own, default_system="DEFAULT") == chatml_by_rule(own, True)
@@ -95,16 +103,22 @@ CONVERSATION = st.lists(st.fixed_dictionaries({"role": ROLES, "content": TEXT}),
 
 
 @given(CONVERSATION, st.booleans(), st.one_of(st.none(), TEXT))
+@pytest.mark.weight(2)
 def test_any_conversation_follows_the_chatml_rule(impl, messages, generation, default_system):
-    """For any roles and contents (newlines, tabs, unicode, even marker text inside a message), the output is
+    """Every message is exactly <|im_start|>ROLE\\nCONTENT<|im_end|>\\n: nothing stripped, escaped or added.
+
+    For any roles and contents (newlines, tabs, unicode, even marker text inside a message), the output is
     exactly one <|im_start|>ROLE\\nCONTENT<|im_end|>\\n block per message: nothing stripped, escaped or added."""
     got = impl.render_chatml(copy.deepcopy(messages), add_generation_prompt=generation, default_system=default_system)
     assert type(got) is str, "render_chatml must return a plain str"
     assert got == chatml_by_rule(messages, generation, default_system)
 
 
+@pytest.mark.weight(0.5)
 def test_result_is_a_plain_str_even_for_str_subclasses(impl):
-    """The result is exactly a str (not a subclass that could fake equality), even when a content or the
+    """render_chatml returns exactly a str, even for str subclasses in the input.
+
+    The result is exactly a str (not a subclass that could fake equality), even when a content or the
     default system message is a str subclass."""
 
     class Sneaky(str):
@@ -119,6 +133,7 @@ def test_result_is_a_plain_str_even_for_str_subclasses(impl):
     assert str.__eq__(got, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
 
 
+@pytest.mark.weight(0.5)
 def test_messages_are_not_modified(impl):
     """render_chatml never changes the caller's list or dicts (inserting the default system message included)."""
     messages = [{"role": "user", "content": "Hi", "name": "x"}, {"role": "assistant", "content": "Hello"}]
@@ -142,8 +157,11 @@ BAD_INPUTS = [
 ]
 
 
+@pytest.mark.weight(0.5)
 def test_bad_input_is_refused_naming_the_message(impl):
-    """A non-list, a non-dict message, a missing or non-str role/content or an empty role raises TypeError or
+    """Bad input raises the TypeError or ValueError the task names, with the index of the message at fault.
+
+    A non-list, a non-dict message, a missing or non-str role/content or an empty role raises TypeError or
     ValueError (as the task says) naming the index of the message at fault; an empty list is a ValueError."""
     import re
 
@@ -159,6 +177,7 @@ def test_bad_input_is_refused_naming_the_message(impl):
             raise AssertionError(f"{bad!r:.60} must be refused with {kind.__name__}")
 
 
+@pytest.mark.weight(0.5)
 def test_default_system_must_be_a_str(impl):
     """default_system must be a str or None: anything else is a TypeError."""
     with pytest.raises(TypeError):

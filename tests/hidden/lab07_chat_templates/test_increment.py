@@ -31,8 +31,11 @@ def describe(case):
     return f"template {case['template']!r}, history {roles(case['history'])} + new {roles(case['new'])}"
 
 
+@pytest.mark.weight(2)
 def test_increments_on_real_templates(impl):
-    """Where a real template's rendering of the history is a prefix of the longer conversation's (ChatML,
+    """Where the history's rendering is a prefix, the increment is exactly the text transformers' renderings differ by.
+
+    Where a real template's rendering of the history is a prefix of the longer conversation's (ChatML,
     SmolLM2, Qwen2.5, Llama-3.1, Gemma-2, Mistral-Nemo, DeepSeek-R1, SmolLM3), the increment is exactly the
     text transformers' renderings differ by, even with an empty history (the whole prompt) or several new
     messages."""
@@ -49,24 +52,34 @@ def test_increments_on_real_templates(impl):
         assert got == case["expected"], f"{describe(case)}: wrong increment (yours starts {got[:30]!r})"
 
 
+@pytest.mark.weight(2)
 def test_refuses_when_the_template_rewrites_history(impl):
-    """Where the history's rendering is not a prefix of the longer conversation's (Qwen3 drops an earlier think
+    """Where the history's rendering is not a prefix, TemplateError names the character offset where they diverge.
+
+    Where the history's rendering is not a prefix of the longer conversation's (Qwen3 drops an earlier think
     block, Phi-3.5 ends a finished conversation with EOS, Mistral-Nemo moves the system message), a TemplateError
     names the character offset where the two renderings first differ."""
     cases = [c for c in FIXTURES["increments"] if "diverge_at" in c]
     assert {c["template"] for c in cases} >= {"qwen3", "phi3.5", "mistral-nemo"}
     for case in cases:
-        with pytest.raises(Exception) as info:
-            impl.render_increment(TEMPLATES[case["template"]]["source"], copy.deepcopy(case["history"]),
-                                  copy.deepcopy(case["new"]), **case["kwargs"])
-        assert isinstance(info.value, TemplateError), (
-            f"{describe(case)}: expected a TemplateError, got {type(info.value).__name__}")
-        assert re.search(rf"\b{case['diverge_at']}\b", str(info.value)), (
+        try:
+            got = impl.render_increment(TEMPLATES[case["template"]]["source"], copy.deepcopy(case["history"]),
+                                        copy.deepcopy(case["new"]), **case["kwargs"])
+        except Exception as exc:  # noqa: BLE001 - checked below
+            error = exc
+        else:
+            raise AssertionError(f"{describe(case)}: returned an increment ({str(got)[:30]!r}...) although the "
+                                 "history's rendering is not a prefix of the new one")
+        assert isinstance(error, TemplateError), (
+            f"{describe(case)}: expected a TemplateError, got {type(error).__name__}")
+        assert re.search(rf"\b{case['diverge_at']}\b", str(error)), (
             f"{describe(case)}: the error should name the character offset where the renderings diverge")
 
 
 def test_template_refusals_propagate(impl):
-    """When the template itself refuses the conversation (Gemma-2 has no system role), render_increment raises
+    """When the template itself refuses the conversation, render_increment raises that TemplateError.
+
+    When the template itself refuses the conversation (Gemma-2 has no system role), render_increment raises
     that TemplateError instead of returning anything."""
     cases = [c for c in FIXTURES["increments"] if "error" in c]
     assert cases
@@ -77,7 +90,9 @@ def test_template_refusals_propagate(impl):
 
 
 def test_qwen3_think_block_is_refused_but_thinking_off_history_works(impl):
-    """Qwen3 shows an assistant's think block only after the last user message, so adding a user turn after an
+    """Qwen3: a user turn after a think block is refused; with no new message the increment is the generation prompt.
+
+    Qwen3 shows an assistant's think block only after the last user message, so adding a user turn after an
     answer is refused; before any answer (history ends with the user) the increment is just the new turns."""
     qwen3 = TEMPLATES["qwen3"]["source"]
     with pytest.raises(TemplateError):
@@ -99,7 +114,9 @@ def chatml(messages, generation):
 
 @given(MESSAGES, MESSAGES)
 def test_chatml_increments_rebuild_the_prompt(impl, history, new):
-    """For ChatML, any history and any new messages: the increment is exactly ChatML of the new messages plus the
+    """For ChatML, history's text + the increment is always the whole prompt.
+
+    For ChatML, any history and any new messages: the increment is exactly ChatML of the new messages plus the
     generation prompt, so history's text + increment == the whole prompt."""
     got = impl.render_increment(CHATML, copy.deepcopy(history), copy.deepcopy(new))
     assert type(got) is str, "render_increment must return exactly str"
@@ -115,8 +132,11 @@ def test_context_reaches_both_renderings(impl):
     assert impl.render_increment(source, [], [Q1], bos_token="<s>", sep="|") == "<s>What is 2 + 2?|>"
 
 
+@pytest.mark.weight(0.5)
 def test_inputs_are_lists_and_are_not_modified(impl):
-    """history and new_messages must be lists of messages (a str or a dict is a TypeError), and they are never
+    """history and new_messages must be lists (TypeError otherwise) and are never modified.
+
+    history and new_messages must be lists of messages (a str or a dict is a TypeError), and they are never
     modified."""
     history, new = [Q1, A1], [Q2]
     before = copy.deepcopy((history, new))

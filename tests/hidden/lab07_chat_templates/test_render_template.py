@@ -1,12 +1,17 @@
 """Hidden suite, lab 07 task 2: render_template (and the sandbox, environment and line finding it uses).
 
 Expected renderings of real templates come from transformers (``template_fixtures.json``, written by
-``tools/make_template_fixtures.py``); everything else is computed here from Jinja's and JSON's rules.
+``tools/make_template_fixtures.py``): ten curated templates on many conversations, and every template of
+llama.cpp's ``models/templates/`` folder (read from the ``llama-cpp-models`` asset) on one conversation each
+here (tests/test_templates.py renders all of the fixture's cases against the reference). Everything else is
+computed here from Jinja's and JSON's rules.
 """
 
 import copy
+import hashlib
 import json
 import re
+from datetime import datetime
 from pathlib import Path
 
 import jinja2
@@ -14,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bytes2logits import errors
+from bytes2logits import assets, errors
 
 TemplateError = errors.TemplateError  # what the set-up cell imports
 
@@ -52,6 +57,56 @@ def check_renders(impl, names, conversations=None):
                                  f"has {got[at:at + 30]!r}")
 
 
+SWEEP = FIXTURES["sweep"]
+
+
+def sweep_sources():
+    """The real templates of llama.cpp's folder, checked against the sha256 the fixture was made from."""
+    folder = assets.path(SWEEP["asset"]) / SWEEP["folder"]
+    sources = {}
+    for name, entry in SWEEP["templates"].items():
+        source = (folder / name).read_text(encoding="utf-8")
+        assert hashlib.sha256(source.encode("utf-8")).hexdigest() == entry["sha256"], f"asset template {name} changed"
+        sources[name] = source
+    return sources
+
+
+def with_today(case):
+    """transformers' expected text, with the fixture's frozen strftime_now dates replaced by today's."""
+    text = case["expected"]
+    for format, frozen in case.get("dates", {}).items():
+        text = text.replace(frozen, datetime.now().strftime(format))
+    return text
+
+
+def check_sweep(impl, names, every_case=False):
+    """Render each template's case (the i-th template takes its rendered cases in turn, so the suite meets
+    every conversation and both settings) and fail naming how many match and the first that does not."""
+    sources = sweep_sources()
+    failures, checked = [], 0
+    for i, name in enumerate(names):
+        entry = SWEEP["templates"][name]
+        rendered = [c for c in entry["cases"] if "expected" in c]
+        for case in rendered if every_case else [rendered[i % len(rendered)]]:
+            checked += 1
+            where = (f"template {name!r}, conversation {case['conversation']!r}, "
+                     f"add_generation_prompt={case['add_generation_prompt']}")
+            try:
+                got = impl.render_template(sources[name], copy.deepcopy(CONVERSATIONS[case["conversation"]]),
+                                           add_generation_prompt=case["add_generation_prompt"],
+                                           **copy.deepcopy(entry["context"]))
+            except Exception as exc:  # noqa: BLE001 - reported as a failed case with its first line
+                failures.append(f"{where}: raised {type(exc).__name__}: {str(exc).splitlines()[0][:150]}")
+                continue
+            want = with_today(case)
+            if type(got) is not str or got != want:
+                at = first_difference(str(got), want)
+                failures.append(f"{where}: your text differs from transformers' at character {at}, where yours has "
+                                f"{str(got)[at:at + 30]!r}")
+    assert not failures, (f"{checked - len(failures)} of {checked} renderings match transformers; the first that "
+                          f"does not: {failures[0]}")
+
+
 def refusal(impl, source, messages=HI, *, sandbox=False, **context):
     """Render and return the message of the TemplateError that must be raised; with ``sandbox``, check that
     it was raised from the sandbox's SecurityError."""
@@ -77,21 +132,81 @@ def assert_names_line(message, line):
 
 
 @pytest.mark.parametrize("name", CHATML_FAMILY + OTHER_FAMILIES)
+@pytest.mark.weight(0.4)
 def test_real_template_byte_exact(impl, name):
-    """Real templates (plain ChatML, SmolLM2 from its GGUF, Qwen2.5, Qwen3 with think blocks, SmolLM3, Llama-3.1,
+    """Real templates render exactly as transformers renders them, on many conversations and settings.
+
+    Real templates (plain ChatML, SmolLM2 from its GGUF, Qwen2.5, Qwen3 with think blocks, SmolLM3, Llama-3.1,
     Mistral-Nemo, Gemma-2, Phi-3.5, DeepSeek-R1) render exactly as transformers renders them: with and without
     the generation prompt, default system prompts, enable_thinking, multi-turn, unicode and whitespace."""
     check_renders(impl, [name], [c for c in CONVERSATIONS if c != "tools_weather"])
 
 
+@pytest.mark.weight(3)
+def test_every_real_template_that_transformers_renders(impl):
+    """Every template in llama.cpp's models/templates/ that transformers renders renders exactly as it does.
+
+    Every real template in llama.cpp's models/templates/ that transformers renders (Llama, Mistral, Gemma,
+    Granite, DeepSeek, Kimi, GLM, gpt-oss, Command-R...), except the {% generation %} ones checked on their own,
+    renders exactly as transformers renders it: strftime_now, raise_exception, tojson, loop controls,
+    trim_blocks and lstrip_blocks all decide the bytes."""
+    names = [n for n, t in SWEEP["templates"].items() if not t["generation_tag"]]
+    assert len(names) > 60
+    check_sweep(impl, names)
+
+
+@pytest.mark.weight(2)
+def test_generation_block_templates_render(impl):
+    """Templates with {% generation %} blocks (LFM2.5, poolside Laguna) render exactly as transformers renders them.
+
+    Templates that mark the assistant's text with {% generation %} ... {% endgeneration %} (LFM2.5, poolside
+    Laguna) render exactly as transformers renders them: the tag is known, and rendering outputs its body."""
+    names = [n for n, t in SWEEP["templates"].items() if t["generation_tag"]]
+    assert len(names) >= 2
+    check_sweep(impl, names, every_case=True)
+
+
+GENERATION_CASES = [
+    ("{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}<a>{{ m.content }}</a>{% endgeneration %}"
+     "{% else %}<u>{{ m.content }}</u>{% endif %}{% endfor %}", "<u>Hi</u><a>Hello</a>"),
+    ("{% for m in messages %}\n  {% generation %}\n[{{ m.content }}]\n  {% endgeneration %}\n{% endfor %}\n",
+     "[Hi]\n[Hello]\n"),
+    ("a\n  {%- generation -%}\n  b\n  {%- endgeneration -%}\n  c", "abc"),
+    ("{% set x = 'out' %}{% generation %}{% set x = 'in' %}{{ x }}{% endgeneration %}{{ x }}", "inout"),
+    ("{% set ns = namespace(v='a') %}{% generation %}{% set ns.v = 'b' %}{% endgeneration %}{{ ns.v }}", "b"),
+]
+
+
+def test_generation_block_is_a_call_block(impl):
+    """{% generation %} outputs its body as a call block, as transformers' does.
+
+    {% generation %} renders its body unchanged, with trim_blocks/lstrip_blocks and whitespace control as for
+    any block tag; as in transformers the body is a call block, so a {% set %} inside it stays inside (a namespace
+    attribute does not), and an error inside it or a missing {% endgeneration %} names its line."""
+    chat = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+    for source, want in GENERATION_CASES:
+        try:
+            got = impl.render_template(source, copy.deepcopy(chat))
+        except Exception as exc:  # noqa: BLE001
+            raise AssertionError(f"{source!r:.90}: raised {type(exc).__name__}: {str(exc).splitlines()[0][:120]}") \
+                from None
+        assert got == want, f"{source!r:.90}: rendered {got!r:.60}"
+    assert_names_line(refusal(impl, "x\n{% generation %}\n{{ raise_exception('no') }}\n{% endgeneration %}"), 3)
+    assert_names_line(refusal(impl, "x\n{% generation %}\nabc\n"), 3)
+
+
 def test_tools_render_with_tojson(impl):
-    """Templates that list tools (Qwen2.5, Qwen3, Llama-3.1) render them exactly as transformers does: tojson
+    """Templates that list tools render them exactly as transformers does (tojson keeps non-ASCII, <>&).
+
+    Templates that list tools (Qwen2.5, Qwen3, Llama-3.1) render them exactly as transformers does: tojson
     keeps non-ASCII text and <>& as they are and honours indent=4."""
     check_renders(impl, ["qwen2.5", "qwen3", "llama3.1"], ["tools_weather"])
 
 
 def test_real_template_refusals_name_the_line(impl):
-    """Where a real template refuses a conversation with raise_exception (Gemma-2 has no system role), the
+    """A real template's raise_exception refusal is a TemplateError with its message and the line of the call.
+
+    Where a real template refuses a conversation with raise_exception (Gemma-2 has no system role), the
     error is a TemplateError with the template's own message and the line of the raise_exception call."""
     cases = [c for c in FIXTURES["renders"] if "error" in c]
     assert cases
@@ -102,8 +217,11 @@ def test_real_template_refusals_name_the_line(impl):
         assert_names_line(message, case["line"])
 
 
+@pytest.mark.weight(2)
 def test_trim_blocks_and_lstrip_blocks(impl):
-    """Block tags on lines of their own leave no indentation and no newline behind (trim_blocks, lstrip_blocks),
+    """Block tags on lines of their own leave no indentation and no newline behind (trim_blocks, lstrip_blocks).
+
+    Block tags on lines of their own leave no indentation and no newline behind (trim_blocks, lstrip_blocks),
     while {{ expressions }} keep the newline after them."""
     source = ("{% for m in messages %}\n"
               "    {% if m.role == 'user' %}\n"
@@ -121,7 +239,9 @@ def test_trim_blocks_and_lstrip_blocks(impl):
 
 
 def test_context_variables(impl):
-    """The template sees messages, add_generation_prompt (False by default), tools and documents (None unless
+    """The template sees messages, add_generation_prompt, tools, documents and every keyword of the call.
+
+    The template sees messages, add_generation_prompt (False by default), tools and documents (None unless
     given), bos_token/eos_token and any other keyword of the call."""
     source = ("{{ bos_token }}|{{ messages[0].content }}|{{ eos_token }}|{{ add_generation_prompt }}|"
               "{{ tools is none }}|{{ documents is none }}|{{ enable_thinking }}|{{ date_string is defined }}")
@@ -168,8 +288,11 @@ RUNTIME_ERRORS = [
 ]
 
 
+@pytest.mark.weight(2)
 def test_syntax_error_names_the_line(impl):
-    """A template with a syntax error (or an unknown filter, or an unclosed block) raises TemplateError naming the
+    """A syntax error raises TemplateError naming the template line, with its text, raised from Jinja's error.
+
+    A template with a syntax error (or an unknown filter, or an unclosed block) raises TemplateError naming the
     template line, with that line's text, and keeps Jinja's error as __cause__."""
     for source, line in SYNTAX_ERRORS:
         with pytest.raises(Exception) as info:
@@ -183,8 +306,11 @@ def test_syntax_error_names_the_line(impl):
         assert info.value.__cause__ is not None, "raise TemplateError(...) from the original exception"
 
 
+@pytest.mark.weight(2)
 def test_runtime_error_names_the_line(impl):
-    """An error while rendering (a missing method, a type error inside a macro, a division by zero, a range that
+    """An error while rendering raises TemplateError naming the template line where it happened.
+
+    An error while rendering (a missing method, a type error inside a macro, a division by zero, a range that
     is too large) raises TemplateError naming the template line where it happened."""
     for source, line in RUNTIME_ERRORS:
         assert_names_line(refusal(impl, source), line)
@@ -197,7 +323,8 @@ def test_raise_exception_names_line_and_message(impl):
               "    {{ raise_exception('Only user and assistant roles are supported, got ' + m.role) }}\n"
               "  {% endif %}\n"
               "{% endfor %}")
-    assert impl.render_template(source, HI) == ""
+    assert impl.render_template(source, HI) == "", \
+        "a conversation the template accepts renders as '' here: its block tags leave no whitespace behind"
     message = refusal(impl, source, [{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}])
     assert "Only user and assistant roles are supported, got tool" in message
     assert_names_line(message, 3)
@@ -223,8 +350,11 @@ MODIFICATIONS = [
 ]
 
 
+@pytest.mark.weight(3)
 def test_sandbox_escape_attempts_are_refused_loudly(impl):
-    """Reaching Python internals (__class__, __mro__, __globals__, ...) raises TemplateError naming the line,
+    """Reaching Python internals (__class__, __globals__...) is a TemplateError from a SecurityError, naming the line.
+
+    Reaching Python internals (__class__, __mro__, __globals__, ...) raises TemplateError naming the line,
     raised from the sandbox's SecurityError, instead of rendering (or silently printing an empty string)."""
     for expression in ESCAPES:
         try:
@@ -234,8 +364,11 @@ def test_sandbox_escape_attempts_are_refused_loudly(impl):
         assert_names_line(message, 2)
 
 
+@pytest.mark.weight(2)
 def test_templates_cannot_modify_the_messages(impl):
-    """A template that tries to modify the messages (append, pop, update, clear) is refused with a TemplateError
+    """A template that modifies the messages (append, pop, update, clear) is refused by the sandbox, naming the line.
+
+    A template that tries to modify the messages (append, pop, update, clear) is refused with a TemplateError
     naming the line (raised from the sandbox's SecurityError), and the caller's messages are unchanged."""
     for statement in MODIFICATIONS:
         messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
@@ -245,6 +378,7 @@ def test_templates_cannot_modify_the_messages(impl):
         assert messages == before, f"{statement} changed the messages"
 
 
+@pytest.mark.weight(0.5)
 def test_bad_arguments_are_type_errors(impl):
     """A template that is not a str, or messages that are not a list of dicts, raise TypeError."""
     with pytest.raises(TypeError):
@@ -260,6 +394,7 @@ def test_bad_arguments_are_type_errors(impl):
     assert re.search(r"\b1\b", str(info.value)), "the error should name message 1"
 
 
+@pytest.mark.weight(0.5)
 def test_result_is_exactly_str(impl):
     """render_template returns exactly a str (never a subclass or a Markup object)."""
     got = impl.render_template("{{ messages[0].content }}<&>", [{"role": "user", "content": "<b>"}])
@@ -276,7 +411,9 @@ CONVERSATION = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["system"
 
 @given(CONVERSATION, st.booleans())
 def test_smollm2_template_on_any_conversation(impl, messages, generation):
-    """SmolLM2's template renders any conversation as ChatML with its default system message, byte for byte:
+    """SmolLM2's template renders any conversation as ChatML with its default system message, byte for byte.
+
+    SmolLM2's template renders any conversation as ChatML with its default system message, byte for byte:
     message text is data, never template code, and nothing is escaped or stripped."""
     turns = [(m["role"], m["content"]) for m in messages]
     if turns[0][0] != "system":

@@ -106,17 +106,13 @@ def patchify(image: np.ndarray, patch: int) -> np.ndarray:
     into it never changes ``image``. Sides that are not multiples of ``patch`` raise the ``ValueError`` of
     :func:`patch_grid`.
 
-    Three NumPy calls and no Python loop (a loop runs once per patch in the interpreter; these run in C):
-
-    1. ``reshape(rows, patch, cols, patch, C)`` splits each side in two: pixel row ``y`` becomes
-       ``(y // patch, y % patch)`` = (grid row, row inside the patch), and likewise for columns. Splitting
-       an axis only changes strides; nothing moves in memory.
-    2. ``swapaxes(1, 2)`` gives ``(rows, cols, patch, patch, C)``: the two grid indices first, the two
-       inside-the-patch indices together. Without it the last step would glue the first pixel row of one
-       patch to the first pixel row of its right neighbour: horizontal strips, not squares.
-    3. ``copy()`` lays that order out in memory (the one real copy), and ``reshape(rows * cols, -1)``
-       numbers the patches and flattens each. Copying explicitly also covers the case where NumPy could
-       return a view (a grid one patch wide), which would share memory with ``image``.
+    No Python loop: a loop runs once per patch (or pixel) in the interpreter, while a few whole-array
+    NumPy operations run once, in C. The idea, worked through in chapter 10, section 2: splitting each side
+    of the image into (which patch, where inside it) only renames axes and moves nothing; the patches come
+    out as squares only once the two grid axes are next to each other, ahead of the two inside-the-patch
+    axes. Flattening without that reordering gives horizontal strips, with the right shape and no error.
+    The reordering is the one step that really moves data; make sure the result owns its memory (NumPy
+    can hand back a view of ``image`` for a grid one patch wide).
 
     >>> img = np.arange(16).reshape(4, 4)
     >>> patchify(img, 2)
@@ -147,7 +143,7 @@ def unpatchify(patches: np.ndarray, patch: int, height: int, width: int,
 
     ``patches`` must have exactly the shape that image would produce,
     ``((height // patch) * (width // patch), patch * patch * C)``; the ``ValueError`` names both shapes.
-    It is :func:`patchify` run backwards: split, swap the same two axes back, then one copy and a reshape.
+    Think of it as :func:`patchify` run backwards, each step undone in the reverse order.
     """
     rows, cols = patch_grid(height, width, patch)
     c = 1 if channels is None else _check_int(channels, "channels", 1)

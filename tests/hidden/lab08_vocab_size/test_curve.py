@@ -1,9 +1,7 @@
 """Hidden suite, lab 08 task 1: vocab_prefix and compression_curve (the merge-prefix slice, chars and bytes)."""
 
 import random
-import runpy
-from pathlib import Path
-from types import SimpleNamespace
+import re
 
 import pytest
 from hypothesis import given
@@ -11,18 +9,61 @@ from hypothesis import strategies as st
 
 from bytes2logits.kit.remote import timed
 
-# The independent oracles of the earlier suites, reused rather than copied: lab 04's slow encoder (per piece,
-# fuse the adjacent pair of lowest rank, leftmost first) and random merge lists, lab 03's Zipf corpus.
-_HIDDEN = Path(__file__).resolve().parents[1]
-lab03 = SimpleNamespace(**runpy.run_path(str(_HIDDEN / "lab03_bpe_training" / "test_train_bpe.py")))
-lab04 = SimpleNamespace(**runpy.run_path(str(_HIDDEN / "lab04_bpe_encode" / "test_bpe_tokenizer.py")))
+# Independent helpers, written here so that this suite does not move when another lab's suite does: a slow,
+# obviously correct token counter (per piece, fuse the adjacent pair of lowest rank, leftmost first), random
+# merge lists (rank order, not learning order, decides) and a Zipf corpus of words.
 
 ABC = [(b"a", b"b"), (b"ab", b"c")]
 
 
 def slow_token_count(text, merges):
-    """How many tokens lab 04's slow encoder makes of ``text`` with ``merges``."""
-    return len(lab04.slow_encode(text, merges, lab04.make_vocab(merges)))
+    """How many tokens ``text`` becomes with ``merges``: per ``\\S+|\\s+`` piece, fuse the adjacent pair of
+    lowest rank (leftmost on a tie) until no adjacent pair is a merge."""
+    rank = {}
+    for r, pair in enumerate(merges):
+        rank.setdefault(pair, r)
+    count = 0
+    for piece in re.findall(r"\S+|\s+", text):
+        parts = [bytes([b]) for b in piece.encode()]
+        while True:
+            candidates = [(rank[(a, b)], i) for i, (a, b) in enumerate(zip(parts, parts[1:])) if (a, b) in rank]
+            if not candidates:
+                break
+            _, i = min(candidates)
+            parts[i : i + 2] = [parts[i] + parts[i + 1]]
+        count += len(parts)
+    return count
+
+
+def random_merges(rng, n):
+    """Random merges over a small alphabet (with both halves of \u00e9's UTF-8), each fusing two existing tokens."""
+    pool = [c.encode() for c in "abc "] + ["é".encode()[:1], "é".encode()[1:]]
+    merges = []
+    while len(merges) < n:
+        pair = (rng.choice(pool), rng.choice(pool))
+        if pair not in merges:
+            merges.append(pair)
+            pool.append(pair[0] + pair[1])
+    return merges
+
+
+def corpus(n_bytes, seed):
+    """Zipf-distributed words over a skewed alphabet, twelve words a line."""
+    rng = random.Random(seed)
+    letters = "etaoinshrdlucmfwypvbgkjqxz"
+    weights = [12, 9, 8, 7.5, 7, 6.7, 6.3, 6, 5.9, 4.3, 4, 2.8, 2.8, 2.4, 2.4, 2, 2, 1.9, 1.5, 1, 0.8, 0.2, 0.2,
+               0.15, 0.1, 0.07]
+    words = ["".join(rng.choices(letters, weights, k=rng.randint(1, 10))) for _ in range(6000)]
+    cum, total = [], 0.0
+    for r in range(len(words)):
+        total += 1 / (r + 1)
+        cum.append(total)
+    out, size = [], 0
+    while size < n_bytes:
+        line = " ".join(rng.choices(words, cum_weights=cum, k=12)) + "\n"
+        out.append(line)
+        size += len(line)
+    return "".join(out)
 
 
 def expected_curve(text, merges, sizes, unit="chars"):
@@ -46,6 +87,7 @@ def close(curve, expected):
     return all(v == w and c == pytest.approx(d, rel=1e-12) for (v, c), (w, d) in zip(curve, expected))
 
 
+@pytest.mark.weight(3)
 def test_prefix_is_the_first_merges(impl):
     """vocab_prefix(merges, V) gives the first V - 256 merges and the vocabulary of the bytes plus those merges."""
     merges = [(b"a", b"b"), (b"ab", b"c"), (b"x", b"y")]
@@ -53,7 +95,8 @@ def test_prefix_is_the_first_merges(impl):
     assert type(result) is tuple and len(result) == 2, "vocab_prefix returns a tuple (vocab, merges)"
     vocab, prefix = result
     assert type(vocab) is dict and type(prefix) is list, "a dict and a list"
-    assert prefix == [(b"a", b"b"), (b"ab", b"c")]
+    assert prefix == [(b"a", b"b"), (b"ab", b"c")], (
+        "vocab_prefix(3 merges, 258): V counts the 256 bytes too, so the prefix holds V - 256 merges")
     assert all(type(m) is tuple and type(m[0]) is bytes and type(m[1]) is bytes for m in prefix)
     assert vocab == {**{b: bytes([b]) for b in range(256)}, 256: b"ab", 257: b"abc"}
     assert all(type(k) is int and type(t) is bytes for k, t in vocab.items())
@@ -64,6 +107,7 @@ def test_prefix_is_the_first_merges(impl):
     assert prefix is not merges, "the prefix is a new list: changing it must not change the run"
 
 
+@pytest.mark.weight(0.5)
 def test_prefix_refuses_impossible_sizes(impl):
     """A size below 256 or above 256 + len(merges) is a ValueError; a size that is not an int is a TypeError."""
     merges = [(b"a", b"b")]
@@ -75,6 +119,7 @@ def test_prefix_refuses_impossible_sizes(impl):
             impl.vocab_prefix(merges, bad)
 
 
+@pytest.mark.weight(0.5)
 def test_prefix_refuses_merges_that_are_not_bytes(impl):
     """A merge that is not a tuple of two bytes (e.g. two str) is a TypeError."""
     with pytest.raises(TypeError):
@@ -83,6 +128,7 @@ def test_prefix_refuses_merges_that_are_not_bytes(impl):
         impl.vocab_prefix([(b"a", b"b"), (b"ab",)], 258)
 
 
+@pytest.mark.weight(2)
 def test_worked_example(impl):
     """'abc abc' with merges ab, abc: 7, 5 and 3 tokens at V = 256, 257, 258."""
     curve = checked(impl.compression_curve("abc abc", ABC, [256, 257, 258]), [256, 257, 258])
@@ -91,6 +137,7 @@ def test_worked_example(impl):
     assert close(curve, [(258, 7 / 3)]), "any increasing subset of sizes"
 
 
+@pytest.mark.weight(2)
 def test_bytes_per_token(impl):
     """unit='bytes' divides the UTF-8 length; at V = 256 that is exactly 1.0 while characters per token is lower."""
     text = "ééé é"
@@ -98,36 +145,41 @@ def test_bytes_per_token(impl):
     chars = checked(impl.compression_curve(text, merges, [256, 257, 258]), [256, 257, 258])
     by_bytes = checked(impl.compression_curve(text, merges, [256, 257, 258], unit="bytes"), [256, 257, 258])
     # 9 bytes, 5 characters: 9 tokens, then 5 (each é one token), then 4 (éé, é, ' ', é)
-    assert close(chars, [(256, 5 / 9), (257, 1.0), (258, 5 / 4)])
-    assert close(by_bytes, [(256, 1.0), (257, 9 / 5), (258, 9 / 4)])
+    assert close(chars, [(256, 5 / 9), (257, 1.0), (258, 5 / 4)]), "unit='chars' on 'ééé é'"
+    assert close(by_bytes, [(256, 1.0), (257, 9 / 5), (258, 9 / 4)]), (
+        "unit='bytes' on 'ééé é': the length is len(text.encode('utf-8')), not len(text)")
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_random_merges_match_a_slow_encoder(impl, seed):
     """On random merge lists (rank order, not learning order, decides) every point matches a slow encoder."""
     rng = random.Random(seed)
-    merges = lab04.random_merges(rng, rng.randint(3, 25))
+    merges = random_merges(rng, rng.randint(3, 25))
     text = "".join(rng.choice(["a", "b", "c", "é", " ", "ab", "ca", "\n"]) for _ in range(rng.randint(20, 300)))
     text = text or "a"
     sizes = sorted(rng.sample(range(256, 257 + len(merges)), rng.randint(1, len(merges) + 1)))
     for unit in ("chars", "bytes"):
         curve = checked(impl.compression_curve(text, merges, sizes, unit=unit), sizes)
-        assert close(curve, expected_curve(text, merges, sizes, unit)), f"unit={unit}"
+        assert close(curve, expected_curve(text, merges, sizes, unit)), (
+            f"unit={unit}: each point encodes with the first V - 256 of the merges given (not all of them, "
+            "not a new run trained on the text)")
 
 
+@pytest.mark.weight(3)
 def test_a_slice_equals_a_shorter_run(impl):
     """The curve point at V from a long run equals the compression of a run trained to V - 256 merges only."""
     from bytes2logits.lessons.bpe import train_bpe
 
-    text = lab03.corpus(20_000, seed=3)
+    text = corpus(20_000, seed=3)
     _, long_run = train_bpe(text, 120)
     _, short_run = train_bpe(text, 30)
-    held_out = lab03.corpus(5_000, seed=4)
+    held_out = corpus(5_000, seed=4)
     curve = checked(impl.compression_curve(held_out, long_run, [286, 376]), [286, 376])
     assert curve[0][1] == pytest.approx(len(held_out) / slow_token_count(held_out, short_run), rel=1e-12)
     assert curve[1][1] == pytest.approx(len(held_out) / slow_token_count(held_out, long_run), rel=1e-12)
 
 
+@pytest.mark.weight(2)
 @given(st.text(alphabet="aab bc\né", min_size=1, max_size=40), st.text(alphabet="aab bc\né", min_size=1, max_size=30))
 def test_more_merges_never_cost_tokens(impl, train_text, text):
     """With merges from one run, compression never drops as V grows; bytes per token is 1.0 at V = 256."""
@@ -137,10 +189,10 @@ def test_more_merges_never_cost_tokens(impl, train_text, text):
     sizes = list(range(256, 257 + len(merges)))
     chars = checked(impl.compression_curve(text, merges, sizes), sizes)
     by_bytes = checked(impl.compression_curve(text, merges, sizes, unit="bytes"), sizes)
-    assert by_bytes[0][1] == 1.0
+    assert by_bytes[0][1] == 1.0, "unit='bytes' at V = 256: one token per UTF-8 byte"
     values = [c for _, c in chars]
     assert all(a <= b for a, b in zip(values, values[1:])), "characters per token must not decrease as V grows"
-    assert close(chars, expected_curve(text, merges, sizes))
+    assert close(chars, expected_curve(text, merges, sizes)), "each point uses the first V - 256 merges of the run"
     assert all(b >= c for (_, c), (_, b) in zip(chars, by_bytes)), "a character is at least one byte"
 
 
@@ -169,12 +221,13 @@ def test_bad_arguments(impl):
 SPEED_FACTOR = 10
 
 
+@pytest.mark.weight(2)
 def test_speed(impl, reference):
     """compression_curve encodes a 300 kB text at six sizes in at most 10x the reference's time."""
     from bytes2logits.lessons.bpe import train_bpe
 
-    _, merges = train_bpe(lab03.corpus(100_000, seed=5), 1000)
-    text = lab03.corpus(300_000, seed=6)
+    _, merges = train_bpe(corpus(100_000, seed=5), 1000)
+    text = corpus(300_000, seed=6)
     sizes = [256, 384, 512, 768, 1024, 1256]
     ref_times = []
     for _ in range(2):

@@ -25,6 +25,21 @@ PIECES = [
 ]
 KNOWN = {"special": [6, 10], "partial": [4, 5], "mismatch": [3, 7, 8, 11], "ok": [0, 1, 2, 9]}
 CHAR_IDS = {"a": 0, "b": 1, "c": 9}
+# Why each id of PIECES is in its class, in words (for the feedback: the rule, never code).
+WHY = {
+    3: "b'ba' decodes to text that encodes as two other ids, so it is a mismatch",
+    4: "b'\\xe6\\x97' is two thirds of a character, not valid UTF-8 on its own: partial (decode strictly, "
+       "without errors='ignore' or 'replace')",
+    5: "b'\\xa5' is a lone continuation byte, not valid UTF-8 on its own: partial (decode strictly)",
+    6: "id 6 is in special_ids: special comes first, whatever its text",
+    7: "the empty piece encodes as [], which is not [7]: a mismatch",
+    8: "b'abc' encodes as [2, 9]: more than one id, so a mismatch, even though it starts with a real token",
+    10: "id 10 is in special_ids: special comes first, before the UTF-8 check",
+    11: "b'\\xc3\\xa9' (é) encodes as an id the vocabulary does not have: a mismatch",
+}
+
+# Weights: sorting ids into the right class carries most of the points; argument checks a small share.
+RULE, CONCEPT, VALIDATION = 4, 2, 1
 
 
 def toy_encode(text):
@@ -49,22 +64,48 @@ def check_shape(result, n):
     assert sorted(i for name in CLASSES for i in result[name]) == list(range(n)), "every id exactly once"
 
 
+def first_misplaced(result, known):
+    """The smallest id whose class differs from ``known``, with the class ``result`` gave it."""
+    placed = {i: name for name in CLASSES for i in result.get(name, [])}
+    wrong = [i for name in CLASSES for i in known[name] if placed.get(i) != name]
+    return (min(wrong), placed.get(min(wrong))) if wrong else (None, None)
+
+
+@pytest.mark.weight(RULE)
 def test_hand_built_vocabulary(impl):
     """Each id of a small hand-built vocabulary lands in the class it was built for."""
     result = impl.audit_vocab(PIECES, toy_encode, special_ids={6, 10})
     check_shape(result, len(PIECES))
+    i, got = first_misplaced(result, KNOWN)
+    assert i is None, f"your audit put id {i} in {got}: " + WHY.get(i, "check the order of the four classes")
     assert result == KNOWN
 
 
+@pytest.mark.weight(RULE)
+def test_encoders_that_add_tokens(impl):
+    """ok means encode(text) is exactly [id]: with an encoder that adds a BOS or EOS id, no text token is ok."""
+    with_bos = impl.audit_vocab(PIECES, lambda t: [50] + toy_encode(t), special_ids={6, 10})
+    check_shape(with_bos, len(PIECES))
+    assert with_bos["ok"] == [], ("encode adds a BOS id in front of every text, so no text encodes as exactly "
+                                  "its own id: compare the whole list with [id], not whether the id is in it")
+    with_eos = impl.audit_vocab(PIECES, lambda t: toy_encode(t) + [51], special_ids={6, 10})
+    assert with_eos["ok"] == [], ("encode adds an EOS id after every text, so no text encodes as exactly its own "
+                                  "id: compare the whole list with [id], not its first id")
+    assert with_bos["partial"] == with_eos["partial"] == [4, 5]
+
+
+@pytest.mark.weight(CONCEPT)
 def test_without_specials(impl):
     """With no special ids, <s> is checked like any text and a lone 0xFF byte is partial."""
     result = impl.audit_vocab(PIECES, toy_encode)
     check_shape(result, len(PIECES))
     assert result["special"] == []
+    assert 10 in result["partial"], "without special ids, the lone byte 0xFF (id 10) is not valid UTF-8: partial"
     assert result["partial"] == [4, 5, 10]
     assert 6 in result["mismatch"]
 
 
+@pytest.mark.weight(VALIDATION)
 def test_encode_may_return_any_sequence(impl):
     """encode may return a tuple or a NumPy array; only the ids matter."""
     as_tuple = impl.audit_vocab(PIECES, lambda t: tuple(toy_encode(t)), [6, 10])
@@ -72,6 +113,7 @@ def test_encode_may_return_any_sequence(impl):
     assert as_tuple == KNOWN and as_array == KNOWN
 
 
+@pytest.mark.weight(VALIDATION)
 def test_not_bytes_is_an_error(impl):
     """A piece that is not bytes (here a str at id 1) is a TypeError whose message names the id."""
     with pytest.raises(TypeError) as info:
@@ -79,6 +121,7 @@ def test_not_bytes_is_an_error(impl):
     assert "1" in str(info.value)
 
 
+@pytest.mark.weight(CONCEPT)
 def test_specials_are_not_encoded(impl):
     """Special ids are classified without ever being passed to encode."""
     seen = []
@@ -91,6 +134,7 @@ def test_specials_are_not_encoded(impl):
     assert seen == ["a"]
 
 
+@pytest.mark.weight(RULE)
 @given(st.lists(st.binary(max_size=4), max_size=24), st.sets(st.integers(0, 30), max_size=4), st.data())
 def test_random_vocabularies(impl, pieces, specials, data):
     """On random byte pieces and a random lookup-table encoder, the classes follow the definitions exactly."""
@@ -118,6 +162,7 @@ def test_random_vocabularies(impl, pieces, specials, data):
         assert i in result[want]
 
 
+@pytest.mark.weight(RULE)
 def test_smollm2_vocabulary(impl):
     """On SmolLM2's 49 152 tokens: its control tokens are special, non-UTF-8 pieces partial, and ok means round trip."""
     import random
@@ -153,6 +198,7 @@ QWEN3_CANDIDATES = [132515, 146474, 150619, 147457, 149365, 151138,
                     77150, 80091, 126012, 126940, 134071, 128090, 139305, 142999, 128245, 119349]
 
 
+@pytest.mark.weight(RULE)
 def test_qwen3_vocabulary_has_mismatches(impl):
     """Part of Qwen3's vocabulary: text that NFC changes or the pre-tokenizer cuts is mismatch, <think> is ok."""
     import random

@@ -10,6 +10,10 @@ from hypothesis import strategies as st
 DIGITS = "0123456789٣٤०१²½Ⅻ"
 OTHERS = "ab Z,.-+$\n\té日👩"
 
+# Weights: cutting digit runs (which characters are digits, groups from the left, piece boundaries kept)
+# carries most of the points; argument checks and result types are a small share.
+RULE, CONCEPT, VALIDATION = 4, 2, 1
+
 
 def is_digit(ch):
     return unicodedata.category(ch).startswith("N")
@@ -32,6 +36,7 @@ def expected(pieces, group):
     return out
 
 
+@pytest.mark.weight(RULE)
 def test_examples(impl):
     """Every digit becomes its own piece; the text around the digits stays as it was."""
     assert impl.split_digits(["year", " 2024", "!"]) == ["year", " ", "2", "0", "2", "4", "!"]
@@ -40,6 +45,7 @@ def test_examples(impl):
     assert impl.split_digits([]) == []
 
 
+@pytest.mark.weight(RULE)
 def test_groups_of_three_from_the_left(impl):
     """With group=3 a run of digits is cut into threes from the left, like cl100k's \\p{N}{1,3} rule."""
     assert impl.split_digits(["1234567"], group=3) == ["123", "456", "7"]
@@ -48,6 +54,7 @@ def test_groups_of_three_from_the_left(impl):
     assert impl.split_digits(["999"], group=3) == ["999"]
 
 
+@pytest.mark.weight(RULE)
 def test_unicode_digits_count(impl):
     """Any character of Unicode category N is a digit: Arabic-Indic ٣, superscript ², one half ½, Roman Ⅻ."""
     assert impl.split_digits(["x٣٤y"]) == ["x", "٣", "٤", "y"]
@@ -56,6 +63,7 @@ def test_unicode_digits_count(impl):
     assert impl.split_digits(["٣٤٥٦"], group=3) == ["٣٤٥", "٦"]
 
 
+@pytest.mark.weight(RULE)
 def test_pieces_are_cut_never_joined(impl):
     """Input piece boundaries stay: digits or letters from two neighbouring pieces are never joined."""
     assert impl.split_digits(["12", "34"], group=3) == ["12", "34"]
@@ -63,17 +71,20 @@ def test_pieces_are_cut_never_joined(impl):
     assert impl.split_digits(["a", "1", "b"], group=5) == ["a", "1", "b"]
 
 
+@pytest.mark.weight(CONCEPT)
 def test_empty_pieces_disappear(impl):
     """Empty input pieces produce no output piece (no empty strings in the result)."""
     assert impl.split_digits(["", "a", "", "1", ""]) == ["a", "1"]
 
 
+@pytest.mark.weight(VALIDATION)
 def test_accepts_any_iterable(impl):
     """The pieces may come as a tuple or a generator, not only a list."""
     assert impl.split_digits(("a1",)) == ["a", "1"]
     assert impl.split_digits(p for p in ["a1", "2"]) == ["a", "1", "2"]
 
 
+@pytest.mark.weight(VALIDATION)
 def test_result_types(impl):
     """The result is a plain list of plain str, not look-alike objects."""
     out = impl.split_digits(["ab12", " 3"], group=2)
@@ -82,6 +93,7 @@ def test_result_types(impl):
     assert [str(p) for p in out] == ["ab", "12", " ", "3"]
 
 
+@pytest.mark.weight(VALIDATION)
 def test_bad_arguments(impl):
     """One string instead of a list, a non-str piece, or a group below 1 is refused with an error."""
     with pytest.raises(TypeError):
@@ -96,6 +108,7 @@ def test_bad_arguments(impl):
 pieces_strategy = st.lists(st.text(alphabet=DIGITS + OTHERS, max_size=14), max_size=6)
 
 
+@pytest.mark.weight(CONCEPT)
 @given(pieces=pieces_strategy, group=st.integers(1, 5))
 def test_join_is_the_identity(impl, pieces, group):
     """Joining the output gives back exactly the joined input: nothing lost, added or reordered."""
@@ -104,6 +117,7 @@ def test_join_is_the_identity(impl, pieces, group):
     assert all(p != "" for p in out)
 
 
+@pytest.mark.weight(RULE)
 @given(pieces=pieces_strategy, group=st.integers(1, 5))
 def test_digits_isolated_and_others_untouched(impl, pieces, group):
     """Each output piece is all digits (at most `group` of them) or has no digit; non-digit runs are unchanged."""
@@ -116,6 +130,7 @@ def test_digits_isolated_and_others_untouched(impl, pieces, group):
     assert out == expected(pieces, group)
 
 
+@pytest.mark.weight(CONCEPT)
 @given(pieces=pieces_strategy)
 def test_piece_by_piece(impl, pieces):
     """Splitting the pieces one at a time gives the same result as splitting the whole list."""
@@ -123,6 +138,7 @@ def test_piece_by_piece(impl, pieces):
     assert impl.split_digits(pieces) == one_by_one
 
 
+@pytest.mark.weight(CONCEPT)
 @given(text=st.text(alphabet=DIGITS + OTHERS, max_size=40))
 def test_on_a_real_pre_tokenizer(impl, text):
     """After GPT-2's pre-tokenizer, split_digits leaves every digit alone and keeps all other GPT-2 pieces."""

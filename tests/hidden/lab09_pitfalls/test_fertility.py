@@ -6,6 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+# Weights: the two divisions and the ratio to the reference carry most of the points; result types and
+# argument checks are a small share.
+RULE, CONCEPT, VALIDATION = 4, 2, 1
+
 
 def byte_tokens(text):
     """One token per UTF-8 byte."""
@@ -17,11 +21,15 @@ def char_tokens(text):
     return [ord(c) for c in text]
 
 
+@pytest.mark.weight(RULE)
 def test_examples(impl):
     """Tokens are divided by characters (code points) and by UTF-8 bytes."""
     r = impl.fertility(byte_tokens, "héllo")  # 5 characters, 6 bytes
+    assert r.per_char != 6.0, "a byte tokenizer on 'héllo': per_char divides by the words, not the characters"
+    assert r.per_byte != 6 / 5, "a byte tokenizer on 'héllo': per_byte divides by the characters, not the UTF-8 bytes"
     assert r.per_char == 6 / 5 and r.per_byte == 1.0
     r = impl.fertility(str.split, "one two, three")  # 3 tokens, 14 characters, 14 bytes
+    assert r.per_char != 1.0, "per_char divides by the words; fertility here is per character (code point)"
     assert r.per_char == 3 / 14 and r.per_byte == 3 / 14
     r = impl.fertility(char_tokens, "東京")  # 2 characters, 6 bytes
     assert r.per_char == 1.0 and r.per_byte == 2 / 6
@@ -29,6 +37,7 @@ def test_examples(impl):
     assert r.per_char == 11 / 3 and r.per_byte == 1.0
 
 
+@pytest.mark.weight(VALIDATION)
 def test_result_is_a_fertility_of_floats(impl):
     """The result is a Fertility (per_char, per_byte) holding plain floats, and unpacks as a pair."""
     r = impl.fertility(byte_tokens, "abc")
@@ -38,6 +47,7 @@ def test_result_is_a_fertility_of_floats(impl):
     assert (per_char, per_byte) == (1.0, 1.0)
 
 
+@pytest.mark.weight(CONCEPT)
 def test_any_sequence_of_ids(impl):
     """tokenize may return a list, a tuple or any other iterable of ids."""
     assert impl.fertility(lambda t: (1, 2), "abcd").per_char == 0.5
@@ -45,6 +55,7 @@ def test_any_sequence_of_ids(impl):
     assert impl.fertility(lambda t: [], "abc") == (0.0, 0.0)
 
 
+@pytest.mark.weight(RULE)
 def test_real_tokenizer(impl):
     """On SmolLM2's tokenizer the numbers are its token count over the characters and bytes of the text."""
     from bytes2logits import assets
@@ -60,6 +71,7 @@ def test_real_tokenizer(impl):
         assert r.per_byte == n / len(text.encode("utf-8"))
 
 
+@pytest.mark.weight(VALIDATION)
 def test_bad_text(impl):
     """An empty text is a ValueError (no characters to divide by); a non-str text is a TypeError."""
     with pytest.raises(ValueError):
@@ -68,6 +80,7 @@ def test_bad_text(impl):
         impl.fertility(byte_tokens, b"bytes")
 
 
+@pytest.mark.weight(RULE)
 @given(st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=60))
 def test_byte_and_char_tokenizers(impl, text):
     """A byte tokenizer costs exactly 1 token per byte, a char tokenizer exactly 1 token per character."""
@@ -79,20 +92,25 @@ def test_byte_and_char_tokenizers(impl, text):
     assert c.per_byte == len(text) / len(text.encode("utf-8"))
 
 
+@pytest.mark.weight(RULE)
 def test_relative_examples(impl):
     """Each value is divided by the reference's; the reference becomes 1.0."""
     out = impl.relative_fertility({"en_Latn": 0.2, "el_Grek": 0.5, "fr_Latn": 0.3})
+    assert out.get("el_Grek") != 0.2 / 0.5, \
+        "the ratio is inverted: a language that costs more tokens than English must get a value above 1"
     assert out == {"en_Latn": 1.0, "fr_Latn": 0.3 / 0.2, "el_Grek": 0.5 / 0.2}
     out = impl.relative_fertility({"a": 2.0, "b": 1.0, "c": 4.0}, reference="b")
     assert out == {"b": 1.0, "a": 2.0, "c": 4.0}
 
 
+@pytest.mark.weight(CONCEPT)
 def test_relative_order(impl):
     """The result is ordered from the lowest ratio to the highest, equal ratios by language code."""
     out = impl.relative_fertility({"zz": 1.0, "en_Latn": 1.0, "aa": 1.0, "mm": 0.5, "bb": 3.0})
     assert list(out) == ["mm", "aa", "en_Latn", "zz", "bb"]
 
 
+@pytest.mark.weight(VALIDATION)
 def test_relative_types_and_no_mutation(impl):
     """A new plain dict of plain floats is returned (ints in the table too); the table is not changed."""
     table = {"en_Latn": 2, "de_Latn": 3}
@@ -103,9 +121,9 @@ def test_relative_types_and_no_mutation(impl):
     assert out == {"en_Latn": 1.0, "de_Latn": 1.5}
 
 
+@pytest.mark.weight(VALIDATION)
 def test_relative_errors(impl):
-    """A missing reference is a KeyError naming it; a zero reference or a bad value is a ValueError naming the
-    language."""
+    """A missing reference is a KeyError naming it; a zero reference or a bad value a ValueError naming the language."""
     with pytest.raises(KeyError) as info:
         impl.relative_fertility({"de_Latn": 1.0})
     assert "en_Latn" in str(info.value)
@@ -119,6 +137,7 @@ def test_relative_errors(impl):
         assert "xx_Bad" in str(info.value)
 
 
+@pytest.mark.weight(RULE)
 @given(st.dictionaries(st.text(alphabet="abcdefgh_", min_size=1, max_size=6),
                        st.floats(min_value=1e-3, max_value=1e3), min_size=1, max_size=12))
 def test_relative_properties(impl, table):

@@ -5,6 +5,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+# Weights: the computation (projection, bias, and the row and column vectors in row-major order) carries most
+# of the points; dtypes, sizes and argument checks are a small share.
+RULE, CONCEPT, VALIDATION = 4, 2, 1
+
 
 def expected(patches, weight, bias, row_table, col_table, rows, cols):
     """First principles, in float64: one einsum per patch, its row and column looked up by hand."""
@@ -14,6 +18,26 @@ def expected(patches, weight, bias, row_table, col_table, rows, cols):
         out[k] = np.einsum("i,id->d", patches[k].astype(np.float64), weight.astype(np.float64)) \
             + bias + row_table[r] + col_table[c]
     return out
+
+
+def mistake(out, patches, weight, bias, row_table, col_table, rows, cols):
+    """Say in words which part of the formula ``out`` misses, when it matches a plausible wrong variant."""
+    proj = patches.astype(np.float64) @ weight.astype(np.float64)
+    k = np.arange(rows * cols)
+    right = row_table[k // cols] + col_table[k % cols]
+    variants = {
+        "the bias is missing": proj + right,
+        "the position vectors are missing": proj + bias,
+        "the positions go down the columns of the grid: patch k is at row k // cols, column k % cols":
+            proj + bias + row_table[k % rows] + col_table[k // rows] if rows else proj,
+        "the row table is indexed by the column and the column table by the row":
+            proj + bias + row_table[k % cols] + col_table[k // cols]
+            if len(row_table) >= cols and len(col_table) >= rows else proj,
+    }
+    for words, variant in variants.items():
+        if out.shape == variant.shape and np.allclose(out, variant) and not np.allclose(out, proj + bias + right):
+            return words
+    return "the projection, bias, row or column vectors are not added as specified"
 
 
 def small_case():
@@ -27,6 +51,7 @@ def small_case():
     return patches, weight, bias, row_table, col_table
 
 
+@pytest.mark.weight(RULE)
 def test_hand_computed_example(impl):
     """out[k] = patches[k] @ weight + bias + row_table[r] + col_table[c], with k = r * cols + c."""
     weight = np.zeros((4, 2))
@@ -41,6 +66,7 @@ def test_hand_computed_example(impl):
                             [1026.25, 27.5], [1034.25, 135.5], [1042.25, 243.5]]
 
 
+@pytest.mark.weight(RULE)
 def test_matches_einsum_exactly(impl):
     """On integer-valued weights the output equals an einsum written out in the test, bit for bit."""
     patches, weight, bias, row_table, col_table = small_case()
@@ -49,9 +75,11 @@ def test_matches_einsum_exactly(impl):
         out = emb(patches, grid=grid)
         want = expected(patches, weight, bias, row_table, col_table, *grid)
         assert type(out) is np.ndarray and out.dtype == np.float64 and out.shape == want.shape
-        assert np.array_equal(out, want), "the projection, bias, row or column vectors are not added as specified"
+        assert np.array_equal(out, want), \
+            f"a {grid[0]}x{grid[1]} grid: " + mistake(out, patches, weight, bias, row_table, col_table, *grid)
 
 
+@pytest.mark.weight(RULE)
 @given(st.integers(1, 6), st.integers(1, 5), st.integers(0, 4), st.integers(0, 4), st.integers(0, 2**32 - 1))
 def test_random_sizes(impl, patch_dim, d_model, rows, cols, seed):
     """For random sizes and grids that fit the tables, the output is exactly the hand computation."""
@@ -67,6 +95,7 @@ def test_random_sizes(impl, patch_dim, d_model, rows, cols, seed):
     assert np.array_equal(out, expected(patches, weight, bias, row_table, col_table, rows, cols))
 
 
+@pytest.mark.weight(RULE)
 def test_positions(impl):
     """positions(rows, cols) is row_table[r] + col_table[c] in row-major order, shape (rows * cols, d_model)."""
     _, weight, bias, row_table, col_table = small_case()
@@ -75,13 +104,18 @@ def test_positions(impl):
         pos = emb.positions(rows, cols)
         want = np.array([row_table[k // cols] + col_table[k % cols] for k in range(rows * cols)]).reshape(-1, 3)
         assert type(pos) is np.ndarray and pos.shape == (rows * cols, 3) and pos.dtype == np.float64
-        assert np.array_equal(pos, want), "position k must be row_table[k // cols] + col_table[k % cols]"
+        by_columns = np.array([row_table[k % rows] + col_table[k // rows] for k in range(rows * cols)]).reshape(-1, 3)
+        assert not (np.array_equal(pos, by_columns) and not np.array_equal(pos, want)), \
+            f"a {rows}x{cols} grid: your positions go down the columns; patch k is at row k // cols, column k % cols"
+        assert np.array_equal(pos, want), \
+            f"a {rows}x{cols} grid: position k must be row_table[k // cols] + col_table[k % cols]"
     with pytest.raises(ValueError):
         emb.positions(4, 1)
     with pytest.raises(ValueError):
         emb.positions(1, 5)
 
 
+@pytest.mark.weight(VALIDATION)
 def test_sizes_are_ints(impl):
     """patch_dim, d_model and max_grid (rows, cols) come from the arrays' shapes, as Python ints."""
     _, weight, bias, row_table, col_table = small_case()
@@ -90,6 +124,7 @@ def test_sizes_are_ints(impl):
     assert type(emb.max_grid) is tuple and all(type(v) is int for v in (emb.patch_dim, emb.d_model, *emb.max_grid))
 
 
+@pytest.mark.weight(VALIDATION)
 def test_dtype_follows_the_weights(impl):
     """float32 weights give float32 output, also for uint8 patches; the other arrays are cast to that dtype."""
     patches, weight, bias, row_table, col_table = small_case()
@@ -101,6 +136,7 @@ def test_dtype_follows_the_weights(impl):
         assert getattr(emb, name).dtype == np.float32, f"{name} should be stored as float32"
 
 
+@pytest.mark.weight(CONCEPT)
 def test_inputs_are_not_modified(impl):
     """Calling the embedding changes neither the patches nor the stored weights and tables."""
     patches, weight, bias, row_table, col_table = small_case()
@@ -112,6 +148,7 @@ def test_inputs_are_not_modified(impl):
         assert np.array_equal(a, b)
 
 
+@pytest.mark.weight(VALIDATION)
 def test_constructor_names_the_wrong_shape(impl):
     """A weight that is not 2-D, or a bias or table that does not fit d_model, is a ValueError naming its shape."""
     _, weight, bias, row_table, col_table = small_case()
@@ -129,6 +166,7 @@ def test_constructor_names_the_wrong_shape(impl):
         impl.PatchEmbedding(weight.astype(np.int64), bias, row_table, col_table)
 
 
+@pytest.mark.weight(VALIDATION)
 def test_call_names_the_wrong_shape(impl):
     """Patches of the wrong width, a grid that does not hold N patches, or a grid beyond the tables: ValueError."""
     patches, weight, bias, row_table, col_table = small_case()

@@ -7,6 +7,9 @@ from hypothesis import strategies as st
 
 IMAGE = 99
 
+# Weights: the expansion itself (ids and slots) carries most of the points; argument checks a small share.
+RULE, CONCEPT, VALIDATION = 4, 2, 1
+
 
 def slow_expand(ids, counts):
     """First principles: copy the ids one by one; the n-th placeholder becomes counts[n] copies."""
@@ -39,10 +42,17 @@ def check_types(expanded, slots):
     assert type(slots) is list and all(type(s) is range for s in slots), "slots must be a list of range objects"
 
 
+@pytest.mark.weight(RULE)
 def test_examples(impl):
     """Each placeholder becomes its count of copies; slots are the ranges those copies occupy."""
     expanded, slots = impl.expand_placeholders([1, 99, 2, 99, 3], 99, [2, 3])
     check_types(expanded, slots)
+    copies = expanded.count(99)
+    assert copies == 5, (f"[1, 99, 2, 99, 3] with counts [2, 3]: {copies} copies of the placeholder; each "
+                         "placeholder is replaced by exactly its count of copies (it is one of them, not extra)")
+    assert [len(s) for s in slots] == [2, 3], "[1, 99, 2, 99, 3] with counts [2, 3]: image n gets counts[n] slots"
+    assert [expanded[p] for s in slots for p in s] == [99] * 5, \
+        "[1, 99, 2, 99, 3] with counts [2, 3]: a slot points at a text id; slots index the expanded list"
     assert expanded == [1, 99, 99, 2, 99, 99, 99, 3] and slots == [range(1, 3), range(4, 7)]
     expanded, slots = impl.expand_placeholders([99, 5, 6], 99, 4)
     assert expanded == [99, 99, 99, 99, 5, 6] and slots == [range(0, 4)]
@@ -52,6 +62,7 @@ def test_examples(impl):
     assert expanded == [99, 99, 99] and slots == [range(0, 2), range(2, 3)], "adjacent images stay separate"
 
 
+@pytest.mark.weight(RULE)
 @given(prompts())
 def test_matches_a_slow_expansion(impl, case):
     """For random prompts, the ids and slots are exactly those of a one-by-one copy."""
@@ -63,6 +74,7 @@ def test_matches_a_slow_expansion(impl, case):
     assert [list(s) for s in slots] == want_slots
 
 
+@pytest.mark.weight(RULE)
 @given(prompts())
 def test_properties(impl, case):
     """Length grows by sum(counts) - placeholders, text keeps its order, slots tile the placeholder copies."""
@@ -79,6 +91,7 @@ def test_properties(impl, case):
         "the text ids keep their order"
 
 
+@pytest.mark.weight(CONCEPT)
 @given(prompts(), st.integers(1, 6))
 def test_one_count_for_every_image(impl, case, k):
     """An int count means every placeholder gets that many slots."""
@@ -87,6 +100,7 @@ def test_one_count_for_every_image(impl, case, k):
     assert impl.expand_placeholders(ids, IMAGE, k) == impl.expand_placeholders(ids, IMAGE, [k] * m)
 
 
+@pytest.mark.weight(VALIDATION)
 def test_numpy_inputs_give_python_ints(impl):
     """ids and counts may be NumPy integers; the result still holds Python ints."""
     expanded, slots = impl.expand_placeholders(np.array([5, 99, 6], dtype=np.int64), np.int64(99), [np.int32(3)])
@@ -97,6 +111,7 @@ def test_numpy_inputs_give_python_ints(impl):
     assert expanded == [5, 99, 99]
 
 
+@pytest.mark.weight(CONCEPT)
 def test_no_placeholder(impl):
     """A prompt without images comes back as an equal new list and no slots."""
     ids = [4, 5, 6]
@@ -106,6 +121,7 @@ def test_no_placeholder(impl):
         assert expanded == ids and expanded is not ids and slots == []
 
 
+@pytest.mark.weight(VALIDATION)
 def test_count_mismatch_is_refused(impl):
     """A counts list longer or shorter than the number of placeholders is a ValueError naming both numbers."""
     for ids, counts, numbers in [([1, 99, 2, 99], [4], ("2", "1")), ([99], [4, 4, 4], ("1", "3")),
@@ -115,6 +131,7 @@ def test_count_mismatch_is_refused(impl):
         assert all(n in str(info.value) for n in numbers), "say how many placeholders and how many counts"
 
 
+@pytest.mark.weight(CONCEPT)
 def test_expanding_twice_is_refused(impl):
     """Expanding an already expanded prompt again with one count per image fails the count check."""
     once, _ = impl.expand_placeholders([1, 99, 2], 99, [4])
@@ -122,6 +139,7 @@ def test_expanding_twice_is_refused(impl):
         impl.expand_placeholders(once, 99, [4])
 
 
+@pytest.mark.weight(VALIDATION)
 def test_bad_values_are_refused(impl):
     """Counts below 1 are ValueErrors; non-integer ids, counts or placeholder ids are TypeErrors."""
     for counts in ([0, 2], [2, -1], 0, [3, 0]):

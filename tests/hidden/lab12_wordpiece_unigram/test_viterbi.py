@@ -59,20 +59,30 @@ def total(text, spans, scores):
 def check(impl, text, scores, max_len):
     got = impl.viterbi(text, scores, max_len, UNK)
     assert type(got) is list and all(type(s) is tuple for s in got), "viterbi returns a list of (start, end)"
+    case = f"{text!r} with {scores} (unknown: {UNK})"
     covers = not got or (got[0][0] == 0 and got[-1][1] == len(text) and all(a[1] == b[0] for a, b in zip(got, got[1:])))
-    assert covers and bool(got) == bool(text), "the spans must cover the text, each starting where the last one ended"
+    assert covers and bool(got) == bool(text), (
+        f"{case}: your spans {got!r} do not cover the text, each starting where the last one ended")
+    pieces = [text[s:e] for s, e in got]
+    for piece in pieces:
+        assert piece in scores or len(piece) == 1, (
+            f"{case}: your piece {piece!r} is neither a vocabulary entry nor one unknown character")
     want = expected(text, scores, max_len)
-    assert total(text, got, scores) == total(text, want, scores), "a segmentation, but not one with the highest total"
-    assert got == want, "a best total, but among equal totals the last piece must start earliest (then the one before)"
+    assert total(text, got, scores) == total(text, want, scores), (
+        f"{case}: your pieces {pieces!r} total {total(text, got, scores)}, which is not the highest total")
+    assert got == want, (f"{case}: your pieces {pieces!r} have the best total, but among equal totals the last piece "
+                         "must start earliest (then the one before)")
 
 
 def test_worked_example(impl):
     """▁aaa with ▁ = a = -1 and aa = -2: three segmentations total -4; the rule picks ▁ a aa."""
     t = "▁aaa"
     got = impl.viterbi(t, {"▁": -1.0, "a": -1.0, "aa": -2.0}, 2, UNK)
-    assert [t[s:e] for s, e in got] == ["▁", "a", "aa"], "three paths total -4: the last piece must start earliest"
+    pieces = [t[s:e] for s, e in got]
+    assert pieces == ["▁", "a", "aa"], f"three paths total -4; yours is {pieces!r}; the last piece must start earliest"
 
 
+@pytest.mark.weight(2)
 def test_adversarial_ties(impl):
     """Many equal paths: every piece scores the same, so the rule alone decides."""
     for n in range(1, 9):
@@ -80,16 +90,24 @@ def test_adversarial_ties(impl):
         check(impl, "ab" * n, {"a": -1.0, "b": -1.0, "ab": -2.0, "ba": -2.0, "aba": -3.0, "bab": -3.0}, 3)
 
 
+@pytest.mark.weight(2)
 def test_unknown_edges(impl):
-    """A character with no one-character piece gets an unknown edge; a longer piece can still cover it."""
-    check(impl, "xyz", {"xy": -1.0}, 2)
+    """A position with no one-character piece gets an unknown edge (worth unk_score), even where a longer one starts."""
     check(impl, "q", {}, 1)
-    assert impl.viterbi("", {"a": -1.0}, 1, UNK) == []
+    check(impl, "xyz", {"xy": -1.0}, 2)
+    check(impl, "abc", {"ab": -1.0, "bc": -0.5}, 2)
+    assert impl.viterbi("", {"a": -1.0}, 1, UNK) == [], "the empty text has no pieces"
+
+
+def test_no_unknown_edge_beside_a_one_character_piece(impl):
+    """Only a position WITHOUT a one-character entry gets an unknown edge, however low that entry scores."""
+    check(impl, "ab", {"a": -150.0, "b": -150.0, "ab": -250.0}, 2)
 
 
 PIECES = ["a", "b", "c", "ab", "bc", "abc", "ca", "aa", "bb", "cab"]
 
 
+@pytest.mark.weight(2)
 @given(st.text(alphabet="abcx", max_size=9), st.dictionaries(st.sampled_from(PIECES),
        st.sampled_from([-1.0, -2.0, -3.0, -1.5, -0.5]), min_size=1))
 def test_optimal_and_tie_rule_against_brute_force(impl, text, scores):
@@ -104,6 +122,7 @@ def mon():
     return data["model"], HFTokenizer.from_file(str(path))
 
 
+@pytest.mark.weight(2)
 def test_real_unigram_equals_hf(impl, mon):
     """The real Mon/Burmese/English Unigram model: segmentations of UDHR and Botchan words equal HF's."""
     from bytes2logits.lessons.pitfalls import udhr_samples
@@ -124,15 +143,34 @@ def test_real_unigram_equals_hf(impl, mon):
         if any(t.startswith("<0x") for t in theirs):
             continue  # byte fallback: the model's job after viterbi, not viterbi's
         spans = impl.viterbi(w, scores, max_len, min_score - 10.0)
-        assert [w[s:e] for s, e in spans] == theirs, f"the real model segments {w!r} differently from Hugging Face"
+        mine = [w[s:e] for s, e in spans]
+        assert mine == theirs, f"the real model segments {w!r} differently from Hugging Face: yours is {mine!r}"
+
+
+def long_case(n):
+    rng = random.Random(2)
+    pieces = {"".join(rng.choices("abcd", k=rng.randint(1, 6))): -rng.uniform(1, 10) for _ in range(2000)}
+    return "".join(rng.choices("abcd", k=n)), pieces
+
+
+@pytest.mark.weight(2)
+def test_long_text_adds_log_probabilities(impl, reference):
+    """On a 3 000-character text the best path is still found: add the log-probabilities (a product underflows)."""
+    text, pieces = long_case(3000)
+    want = reference.viterbi(text, pieces, 6, UNK)
+    got = impl.viterbi(text, pieces, 6, UNK)
+    wrong = next((text[s:e] for s, e in got if e - s > 1 and text[s:e] not in pieces), None)
+    assert wrong is None, (f"a 3 000-character text: your path holds {wrong[:20]!r} ({len(wrong)} characters), "
+                           "neither a vocabulary entry nor one unknown character (did the running score reach 0?)")
+    assert total(text, got, pieces) == total(text, want, pieces), (
+        f"a 3 000-character text: your path totals {total(text, got, pieces):.1f}, not the best total")
+    assert got == want, "a 3 000-character text: a best total, but not the path the tie rule picks"
 
 
 def test_speed(impl, reference):
     """A 3 000-character word over a 2 000-piece model: at most 5x the reference's time (plus 50 ms)."""
-    rng = random.Random(2)
-    pieces = {"".join(rng.choices("abcd", k=rng.randint(1, 6))): -rng.uniform(1, 10) for _ in range(2000)}
-    text = "".join(rng.choices("abcd", k=3000))
+    text, pieces = long_case(3000)
     want, ref_time = timed(reference.viterbi, text, pieces, 6, UNK)
     got, t = timed(impl.viterbi, text, pieces, 6, UNK)
-    assert got == want
+    assert got == want, "the 3 000-character text gets another segmentation than the reference's"
     assert t <= 5 * ref_time + 0.05, f"{t:.3f} s against the reference's {ref_time:.3f} s"

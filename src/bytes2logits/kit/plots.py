@@ -324,6 +324,158 @@ def marker_bars(counts, baselines, *, forged=(), ylabel: str = "marker / control
 
 __all__ += ["marker_bars"]
 
+# ---- chapter 07
+
+
+def probability_bars(values, *, xlabel: str, title: str | None = None, good: int = 1):
+    """Horizontal bars of one probability per labelled prompt, on a log scale, top to bottom in order.
+
+    ``values`` maps a label to a probability. The first ``good`` labels are drawn green (the right
+    prompts), the rest red (the mistakes); each bar is labelled with its value.
+    """
+    import matplotlib.pyplot as plt
+
+    names = list(values)[::-1]  # barh draws from the bottom: reverse so the first label is on top
+    probs = [values[n] for n in names]
+    colours = ["tab:red"] * (len(names) - good) + ["tab:green"] * good
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    ax.barh(names, probs, color=colours)
+    ax.set_xscale("log")
+    ax.set_xlim(right=5)  # room for the labels
+    ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title)
+    for y, v in enumerate(probs):
+        ax.text(v, y, f" {v:.1e}", va="center", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+__all__ += ["probability_bars"]
+
+# ---------------------------------------------------------------------- chapter 10
+
+
+def grid_overlay(image, step: int, *, title: str | None = None, figsize=(4.6, 5.4)):
+    """An image with a white line every ``step`` pixels; leftover rows or columns (less than a step) in red."""
+    import matplotlib.pyplot as plt
+
+    h, w = image.shape[:2]
+    fig, ax = plt.subplots(figsize=figsize)
+    ax.imshow(image)
+    for y in range(0, h, step):
+        ax.axhline(y - 0.5, color="white", lw=0.4)
+    for x in range(0, w, step):
+        ax.axvline(x - 0.5, color="white", lw=0.4)
+    if h % step:
+        ax.axhspan(h - h % step - 0.5, h - 0.5, color="red", alpha=0.6)
+    if w % step:
+        ax.axvspan(w - w % step - 0.5, w - 0.5, color="red", alpha=0.6)
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.axis("off")
+    return fig
+
+
+def image_table(rows, *, titles=None, row_labels=None, figsize=None, fontsize: int = 9):
+    """Images in a table without ticks: ``rows`` is a list of rows, each a list of image arrays.
+
+    ``titles`` (one per column, or one per image as a list of rows) go above the images of the first row
+    (or above every image); ``row_labels`` (one per row) go on the left.
+    """
+    import matplotlib.pyplot as plt
+
+    n_rows, n_cols = len(rows), max(len(r) for r in rows)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=figsize or (3.2 * n_cols, 3.2 * n_rows), squeeze=False)
+    for i, row in enumerate(rows):
+        for j in range(n_cols):
+            ax = axes[i, j]
+            ax.set_xticks([]), ax.set_yticks([])
+            if j >= len(row):
+                ax.axis("off")
+                continue
+            ax.imshow(row[j])
+            if titles is not None:
+                t = titles[i][j] if isinstance(titles[0], (list, tuple)) else (titles[j] if i == 0 else None)
+                if t:
+                    ax.set_title(t, fontsize=fontsize)
+        if row_labels is not None:
+            axes[i, 0].set_ylabel(row_labels[i], fontsize=fontsize)
+    fig.tight_layout()
+    return fig
+
+
+def labelled_bars(values, *, highlight=(), xlabel: str = "", title: str | None = None, figsize=(8, 3.4)):
+    """Horizontal bars, top to bottom in the order of ``values`` (label -> number), each with its value.
+
+    Labels in ``highlight`` are grey (a reference, such as a paragraph of text), the others blue.
+    """
+    import matplotlib.pyplot as plt
+
+    names, numbers = list(values), list(values.values())
+    fig, ax = plt.subplots(figsize=figsize)
+    bars = ax.barh(names, numbers, color=["tab:gray" if k in highlight else "tab:blue" for k in names])
+    ax.bar_label(bars, labels=[f"{v:,}" for v in numbers], padding=3, fontsize=8)
+    ax.set_xlim(0, max(numbers) * 1.1)
+    ax.set_xlabel(xlabel)
+    ax.invert_yaxis()
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def similarity_maps(maps, mark, *, vmin: float = -0.2, vmax: float = 1.0, label: str = "cosine similarity",
+                    figsize=(8.6, 4.6)):
+    """Heat maps side by side on one colour scale, with a red cross at ``mark`` = (row, column).
+
+    ``maps`` maps a title to a 2-D array; the shared colour bar is named ``label``.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(maps), figsize=figsize, squeeze=False)
+    for ax, (title, values) in zip(axes[0], maps.items()):
+        im = ax.imshow(values, cmap="viridis", vmin=vmin, vmax=vmax)
+        ax.plot(mark[1], mark[0], "r+", ms=10, mew=2)
+        ax.set_title(title, fontsize=9)
+        ax.set_xticks([]), ax.set_yticks([])
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label=label)
+    return fig
+
+
+def sequence_layout(kind, values, *, names, ylabel: str, title: str | None = None, figsize=(9, 3.8)):
+    """One sequence seen two ways: a strip saying what each position holds, over one dot per position.
+
+    ``kind[pos]`` is 0 for text and ``n`` for the n-th image; ``names`` names each kind (text first) for the
+    legend; ``values`` is the number plotted for each position (a vector norm, say).
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import ListedColormap
+
+    kind, values = np.asarray(kind), np.asarray(values)
+    colours = ["tab:gray", "tab:blue", "tab:orange", "tab:green", "tab:purple"][: len(names)]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=figsize, sharex=True, gridspec_kw={"height_ratios": [1, 3]})
+    top.imshow(kind[None, :], aspect="auto", cmap=ListedColormap(colours), vmin=0, vmax=len(colours) - 1,
+               interpolation="nearest")
+    top.set_yticks([])
+    if title:
+        top.set_title(title, fontsize=9)
+    positions = np.arange(len(kind))
+    for n, (name, colour) in enumerate(zip(names, colours)):
+        where = kind == n
+        bottom.plot(positions[where], values[where], ".", ms=4 if n == 0 else 2, color=colour, label=name)
+    bottom.set_ylim(0, None)
+    bottom.set_xlabel("position in the sequence")
+    bottom.set_ylabel(ylabel)
+    bottom.legend(fontsize=8, markerscale=3)
+    fig.tight_layout()
+    return fig
+
+
+__all__ += ["grid_overlay", "image_table", "labelled_bars", "similarity_maps", "sequence_layout"]
+
 # ---------------------------------------------------------------------- chapter 09
 
 
@@ -428,3 +580,31 @@ def granularity_tradeoff(results, colours, *, ticks=(), lost_ticks=(), markers=N
 
 
 __all__ += ["GRANULARITY_MARKERS", "granularity_tradeoff"]
+
+
+# ---- chapter 02
+
+
+def vocabulary_growth(curves, colours, *, cap: int | None = None, title: str = "A word vocabulary keeps growing"):
+    """Distinct pieces seen against characters read: ``curves[name] = (characters read, distinct pieces)``.
+
+    One line per text, in ``colours[name]``; ``cap``, if given, is drawn as a dotted horizontal line (the
+    largest vocabulary a table tries). The x axis is labelled in millions of characters.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for name, (xs, ys) in curves.items():
+        ax.plot(xs, ys, color=colours[name], label=name)
+    if cap is not None:
+        ax.axhline(cap, color="grey", ls=":", label=f"largest cap tried ({cap:,})")
+    ax.set(xlabel="characters read", ylabel="distinct pieces seen", title=title)
+    ax.ticklabel_format(style="plain")
+    ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1e6:g} M" if x else "0")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+__all__ += ["vocabulary_growth"]

@@ -8,7 +8,10 @@ trainer that recounts every pair after each merge therefore earns 60 % of the ta
 
 import random
 import re
+import runpy
 from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -18,6 +21,10 @@ from bytes2logits.kit.remote import peak_memory, timed
 
 WORKED = " ".join(["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3)
 LAB_CORPUS = "the the the the the the cat cat cat sat sat mat rat ate"
+
+# The slow, first-principles BPE code the suites of labs 03, 04 and 08 share.
+oracle_module = SimpleNamespace(**runpy.run_path(str(Path(__file__).parents[1] / "bpe_oracle.py")))
+corpus = oracle_module.zipf_corpus
 
 
 def slow_train(text, num_merges, pattern=r"\S+|\s+", largest=False):
@@ -71,25 +78,6 @@ def train(impl, text, n, specials=()):
     assert all(type(m) is tuple and len(m) == 2 and type(m[0]) is bytes and type(m[1]) is bytes for m in merges), (
         "each merge is a tuple of two bytes objects")
     return vocab, merges
-
-
-def corpus(n_bytes, seed, n_words=6000, zipf=1.0):
-    """Zipf-distributed words (``n_words`` of them, exponent ``zipf``) over a skewed alphabet, twelve a line."""
-    rng = random.Random(seed)
-    letters = "etaoinshrdlucmfwypvbgkjqxz"
-    weights = [12, 9, 8, 7.5, 7, 6.7, 6.3, 6, 5.9, 4.3, 4, 2.8, 2.8, 2.4, 2.4, 2, 2, 1.9, 1.5, 1, 0.8, 0.2, 0.2,
-               0.15, 0.1, 0.07]
-    words = ["".join(rng.choices(letters, weights, k=rng.randint(1, 10))) for _ in range(n_words)]
-    cum, total = [], 0.0
-    for r in range(len(words)):
-        total += 1 / (r + 1) ** zipf
-        cum.append(total)
-    out, size = [], 0
-    while size < n_bytes:
-        line = " ".join(rng.choices(words, cum_weights=cum, k=12)) + "\n"
-        out.append(line)
-        size += len(line)
-    return "".join(out)
 
 
 @pytest.mark.weight(4)

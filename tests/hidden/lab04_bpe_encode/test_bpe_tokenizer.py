@@ -6,7 +6,9 @@ speed; specials, decoding and input errors share the rest.
 """
 
 import random
-import re
+import runpy
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +17,11 @@ from hypothesis import strategies as st
 from bytes2logits.kit.remote import WorkerLost, is_instance, race
 
 # ----------------------------------------------------------------------------------- independent helpers
+
+
+# The slow, first-principles BPE code the suites of labs 03, 04 and 08 share.
+oracle_module = SimpleNamespace(**runpy.run_path(str(Path(__file__).parents[1] / "bpe_oracle.py")))
+random_merges = oracle_module.random_merges
 
 
 def make_vocab(merges, specials=()):
@@ -44,21 +51,8 @@ def ordinary_ids(vocab, specials=()):
 def oracle(text, merges, vocab, specials=()):
     """A slow, obviously correct encoder: per piece, fuse the adjacent pair of lowest rank (leftmost on a
     tie) again and again until no adjacent pair is a merge."""
-    rank = {}
-    for r, pair in enumerate(merges):
-        rank.setdefault(pair, r)
     ids_of = ordinary_ids(vocab, specials)
-    out = []
-    for piece in re.findall(r"\S+|\s+", text):
-        parts = [bytes([b]) for b in piece.encode()]
-        while True:
-            candidates = [(rank[(a, b)], i) for i, (a, b) in enumerate(zip(parts, parts[1:])) if (a, b) in rank]
-            if not candidates:
-                break
-            _, i = min(candidates)
-            parts[i : i + 2] = [parts[i] + parts[i + 1]]
-        out.extend(ids_of[p] for p in parts)
-    return out
+    return [ids_of[p] for p in oracle_module.slow_pieces(text, merges)]
 
 
 def tokens(ids, vocab):
@@ -154,18 +148,6 @@ def shuffled_merges(draw):
 def test_any_merge_list_matches_a_rank_order_oracle(impl, merges, texts):
     """For any merge list (in any order) and text, the ids are exactly those of a slow rank-by-rank encoder."""
     check_cases(impl, merges, texts)
-
-
-def random_merges(rng, n):
-    """Random merges over a small alphabet, each fusing two tokens that exist already."""
-    pool = [c.encode() for c in "abc "] + ["é".encode()[:1], "é".encode()[1:]]
-    merges = []
-    while len(merges) < n:
-        pair = (rng.choice(pool), rng.choice(pool))
-        if pair not in merges:
-            merges.append(pair)
-            pool.append(pair[0] + pair[1])
-    return merges
 
 
 def test_random_merges_match_a_slow_encoder(impl):

@@ -1,7 +1,9 @@
 """Hidden suite, lab 08 task 1: vocab_prefix and compression_curve (the merge-prefix slice, chars and bytes)."""
 
 import random
-import re
+import runpy
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
@@ -15,55 +17,21 @@ from bytes2logits.kit.remote import timed
 
 ABC = [(b"a", b"b"), (b"ab", b"c")]
 
+# The slow, first-principles BPE code the suites of labs 03, 04 and 08 share.
+oracle_module = SimpleNamespace(**runpy.run_path(str(Path(__file__).parents[1] / "bpe_oracle.py")))
+random_merges = oracle_module.random_merges
+
 
 def slow_token_count(text, merges):
-    """How many tokens ``text`` becomes with ``merges``: per ``\\S+|\\s+`` piece, fuse the adjacent pair of
-    lowest rank (leftmost on a tie) until no adjacent pair is a merge."""
-    rank = {}
-    for r, pair in enumerate(merges):
-        rank.setdefault(pair, r)
-    count = 0
-    for piece in re.findall(r"\S+|\s+", text):
-        parts = [bytes([b]) for b in piece.encode()]
-        while True:
-            candidates = [(rank[(a, b)], i) for i, (a, b) in enumerate(zip(parts, parts[1:])) if (a, b) in rank]
-            if not candidates:
-                break
-            _, i = min(candidates)
-            parts[i : i + 2] = [parts[i] + parts[i + 1]]
-        count += len(parts)
-    return count
-
-
-def random_merges(rng, n):
-    """Random merges over a small alphabet (with both halves of \u00e9's UTF-8), each fusing two existing tokens."""
-    pool = [c.encode() for c in "abc "] + ["é".encode()[:1], "é".encode()[1:]]
-    merges = []
-    while len(merges) < n:
-        pair = (rng.choice(pool), rng.choice(pool))
-        if pair not in merges:
-            merges.append(pair)
-            pool.append(pair[0] + pair[1])
-    return merges
+    """How many tokens ``text`` becomes with ``merges``, by the slow rank-by-rank encoder."""
+    return len(oracle_module.slow_pieces(text, merges))
 
 
 def corpus(n_bytes, seed):
     """Zipf-distributed words over a skewed alphabet, twelve words a line."""
-    rng = random.Random(seed)
-    letters = "etaoinshrdlucmfwypvbgkjqxz"
-    weights = [12, 9, 8, 7.5, 7, 6.7, 6.3, 6, 5.9, 4.3, 4, 2.8, 2.8, 2.4, 2.4, 2, 2, 1.9, 1.5, 1, 0.8, 0.2, 0.2,
-               0.15, 0.1, 0.07]
-    words = ["".join(rng.choices(letters, weights, k=rng.randint(1, 10))) for _ in range(6000)]
-    cum, total = [], 0.0
-    for r in range(len(words)):
-        total += 1 / (r + 1)
-        cum.append(total)
-    out, size = [], 0
-    while size < n_bytes:
-        line = " ".join(rng.choices(words, cum_weights=cum, k=12)) + "\n"
-        out.append(line)
-        size += len(line)
-    return "".join(out)
+    return oracle_module.zipf_corpus(n_bytes, seed)
+
+
 
 
 def expected_curve(text, merges, sizes, unit="chars"):

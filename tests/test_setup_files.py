@@ -79,3 +79,17 @@ def test_pre_commit_hooks_run_what_ci_runs():
         for arg in args:
             if arg.startswith("tests/"):
                 assert (ROOT / arg).is_file(), f"hook {hook['id']} runs {arg}, which does not exist"
+
+
+def test_readme_course_map_times_are_the_tools():
+    """The course map's time column is what tools/course_times.py computes from the chapters today."""
+    import re
+    import runpy
+
+    minutes = runpy.run_path(str(ROOT / "tools" / "course_times.py"))["minutes"]
+    readme = (ROOT / "README.md").read_text()
+    rows = dict(re.findall(r"^\| (\d\d) \| \[.*?\]\(course/.*?\.ipynb\) \| (\d+) min \|", readme, re.M))
+    chapters = sorted((ROOT / "course").glob("[0-9][0-9]_*.ipynb"))
+    assert len(rows) == len(chapters)
+    stale = {p.name[:2]: (rows[p.name[:2]], minutes(p)) for p in chapters if int(rows[p.name[:2]]) != minutes(p)}
+    assert not stale, f"README times differ from tools/course_times.py (chapter: readme, tool): {stale}"

@@ -106,7 +106,7 @@ def _lines(result) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("wrong, failed_check", [
     (LIST_ORDER, "test_rank_order_not_list_order"),
-    (UNUSED_CACHE, "test_repeated_pieces_are_cache_hits"),
+    (UNUSED_CACHE, "cache"),
     (TYPED_SPECIAL_IS_SPECIAL, "test_a_merge_that_spells_a_special_is_an_ordinary_token"),
 ], ids=["list-order replay", "unused cache", "typed <bos> is the special id"])
 def test_lab04_wrong_encoders_lose_points_with_a_line_naming_the_fault(tmp_path, wrong, failed_check):
@@ -114,7 +114,8 @@ def test_lab04_wrong_encoders_lose_points_with_a_line_naming_the_fault(tmp_path,
     task = results["bpe_tokenizer"]
     assert not task.flags, task.flags
     assert task.score < task.points, f"a wrong encoder scored {task.score}/{task.points}"
-    assert f"x {failed_check}" in _lines(task), _lines(task)
+    # The check that names the fault (for the unused cache: any of the checks that look at the cache).
+    assert any(line.startswith("x ") and failed_check in line.split(":")[0] for line in task.lines), _lines(task)
     assert results["piece_cache"].score == results["piece_cache"].points  # the cache itself is right
 
 

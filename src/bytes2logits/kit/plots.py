@@ -215,6 +215,94 @@ def sizes_by_year(rows, *, title: str | None = None):
 
 __all__ += ["compute_by_vocab", "sizes_by_year"]
 
+# ---- chapter 08 (more)
+
+
+def _draw_panel(ax, *, series=None, hists=None, bars=None, bands=None, hlines=None, stars=None, xlabel: str = "",
+                ylabel: str = "", title: str | None = None, xscale: str | None = None, yscale: str | None = None,
+                xticks=None, legend=True):
+    """Draw one panel of :func:`curve_panels` on ``ax`` (see there for the arguments)."""
+    for label, (xs, heights, colour) in (bars or {}).items():
+        ax.bar(list(xs), list(heights), color=colour, label=label)
+    for label, (values, style) in (hists or {}).items():
+        ax.hist(values, label=label, **style)
+    for label, (xs, ys, *style) in (series or {}).items():
+        ax.plot(list(xs), list(ys), label=label, **(style[0] if style else {}))
+    for label, (xs, low, high, colour) in (bands or {}).items():
+        ax.fill_between(list(xs), low, high, alpha=0.2, color=colour, label=label)
+    for label, y in (hlines or {}).items():
+        ax.axhline(y, color="grey", ls=":", label=label)
+    for label, (x, y) in (stars or {}).items():
+        ax.scatter([x], [y], marker="*", s=200, color="C3", zorder=3, label=label)
+    if xscale:
+        ax.set_xscale(xscale)
+    if yscale:
+        ax.set_yscale(yscale)
+    if xticks is not None:
+        ax.set_xticks(list(xticks), [f"{v:,}" for v in xticks])
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if legend:
+        ax.legend(**(legend if isinstance(legend, dict) else {}))
+
+
+def curve_panels(panels, *, figsize=(12, 4)):
+    """Panels side by side, each a line chart described by one dict of ``panels`` (keyword arguments below).
+
+    - ``series``: label -> ``(xs, ys)`` or ``(xs, ys, style)``, one line each; ``style`` is passed to
+      ``plot`` (``{"marker": "o", "ls": "--"}``). A label starting with ``_`` stays out of the legend.
+    - ``hists``: label -> ``(values, style)``, a histogram each (``style`` holds ``bins``, ``color``...).
+    - ``bars``: label -> ``(xs, heights, colour)``, drawn under the lines (say, the indentation of a line).
+    - ``bands``: label -> ``(xs, low, high, colour)``, a shaded range (say, the min–max of a spread).
+    - ``hlines``: label -> y, a grey dotted horizontal line (a ceiling, a threshold).
+    - ``stars``: label -> ``(x, y)``, one red star (a real tokenizer or model on a curve of made ones).
+    - ``xlabel``, ``ylabel``, ``title``; ``xscale`` / ``yscale`` (``"log"``); ``xticks``: positions
+      labelled with thousands separators; ``legend``: false for none, or a dict passed to ``legend``.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=figsize, squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        _draw_panel(ax, **panel)
+    fig.tight_layout()
+    return fig
+
+
+def curves(*, figsize=(8, 4), **panel):
+    """One line chart: the keyword arguments of one panel of :func:`curve_panels` (``series``, ``stars``...)."""
+    return curve_panels([panel], figsize=figsize)
+
+
+def share_bars(rows, *, title: str | None = None, figsize=(9, 2.2)):
+    """Horizontal bars from 0 to 1, each split into coloured parts: ``rows[bar][part] = share``.
+
+    Every bar should have the same parts (say, where a model's parameters go, and where its file's bytes
+    go); the first bar is on top, and the legend naming the parts sits to the right.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    labels = list(rows)
+    parts = list(dict.fromkeys(p for bar in labels for p in rows[bar]))
+    ys = list(range(len(labels) - 1, -1, -1))
+    fig, ax = plt.subplots(figsize=figsize)
+    left = np.zeros(len(labels))
+    for part in parts:
+        widths = np.array([rows[bar].get(part, 0) for bar in labels])
+        ax.barh(ys, widths, left=left, label=part)
+        left += widths
+    ax.set(xlim=(0, 1), yticks=ys, yticklabels=labels)
+    if title:
+        ax.set_title(title)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    return fig
+
+
+__all__ += ["curve_panels", "curves", "share_bars"]
+
 # ---------------------------------------------------------------------- chapter 12
 
 
@@ -608,3 +696,46 @@ def vocabulary_growth(curves, colours, *, cap: int | None = None, title: str = "
 
 
 __all__ += ["vocabulary_growth"]
+
+# ---- chapter 05
+
+
+def token_cost_panels(names, chars, nbytes, tokens, *, notes=None, figsize=(10, 6.5)):
+    """Two panels over the same texts: bytes per token (top) and tokens per character (bottom).
+
+    ``names`` labels the texts; ``chars`` and ``nbytes`` give each text's length in characters and UTF-8
+    bytes; ``tokens`` maps a tokenizer's name to its token count for each text (one bar per tokenizer).
+    ``notes`` (name -> text) adds a detail to that tokenizer's label in the top legend. The baseline of
+    no merges is drawn in black: one byte per token on top, the UTF-8 bytes per character below.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    chars, nbytes = np.asarray(chars, dtype=float), np.asarray(nbytes, dtype=float)
+    counts = {name: np.asarray(c, dtype=float) for name, c in tokens.items()}
+    notes = notes or {}
+    x = np.arange(len(names))
+    width = 0.8 / max(1, len(counts))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=figsize, sharex=True)
+    for k, (name, c) in enumerate(counts.items()):
+        dx = (k - (len(counts) - 1) / 2) * width
+        label = f"{name} ({notes[name]})" if name in notes else name
+        top.bar(x + dx, nbytes / c, width=width, label=label, color=f"C{k}")
+        bottom.bar(x + dx, c / chars, width=width, label=name, color=f"C{k}")
+    top.axhline(1.0, color="black", ls="--", lw=1, label="no merges: one byte per token")
+    top.set(ylabel="bytes per token", title="What a token carries",
+            ylim=(0, 1.3 * max(float((nbytes / c).max()) for c in counts.values())))
+    bottom.scatter(x, nbytes / chars, marker="_", s=900, color="black", zorder=3,
+                   label="no merges: one token per byte, so UTF-8 bytes per character")
+    bottom.set(ylabel="tokens per character", title="What a character costs (lower is cheaper)",
+               ylim=(0, 1.3 * float((nbytes / chars).max())))
+    bottom.set_xticks(x, list(names))
+    top.legend(fontsize=8, loc="upper right")
+    bottom.legend(fontsize=8, loc="upper left", markerscale=0.5)
+    for ax in (top, bottom):
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+__all__ += ["token_cost_panels"]

@@ -106,3 +106,39 @@ def token_strip_html(pieces, special=(), title: str = "") -> str:
     """One line of :func:`token_boxes_html`, with ``title`` (escaped) above it."""
     head = f"<div style='margin-bottom:2px'>{html.escape(title)}</div>" if title else ""
     return f"<div style='line-height:1.9'>{head}{token_boxes_html(pieces, special)}</div>"
+
+
+# ---- chapter 04
+
+
+def token_steps_html(steps) -> str:
+    """A two-column HTML table of encoding steps: ``steps`` is a list of ``(label, pieces)``.
+
+    Each row shows ``label`` (escaped text, e.g. the merge that fired) and, beside it, the tokens after that
+    step as :func:`token_boxes_html`.
+
+    >>> token_steps_html([("bytes", ["a", "b"])]).count("<tr>")
+    1
+    """
+    rows = "".join(f"<tr><td style='padding-right:16px;text-align:left'>{html.escape(str(label))}</td>"
+                   f"<td style='text-align:left'>{token_boxes_html(pieces)}</td></tr>" for label, pieces in steps)
+    return f"<table>{rows}</table>"
+
+
+def token_comparison_html(rows, columns, *, corner: str = "word") -> str:
+    """An HTML table comparing segmentations: ``rows`` maps a bold row label to one piece list per column.
+
+    ``columns`` names the columns (say, one per encoding order) and ``corner`` heads the label column;
+    each cell is a :func:`token_boxes_html` strip.
+
+    >>> token_comparison_html({"ab": [["a", "b"], ["ab"]]}, ["x", "y"]).count("<th")
+    3
+    """
+    head = "".join(f"<th style='text-align:left'>{html.escape(str(h))}</th>" for h in [corner, *columns])
+    body = "".join(f"<tr><td style='text-align:left'><b>{html.escape(str(label))}</b></td>"
+                   + "".join(f"<td style='text-align:left'>{token_boxes_html(p)}</td>" for p in cuts) + "</tr>"
+                   for label, cuts in rows.items())
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+__all__ += ["token_steps_html", "token_comparison_html"]

@@ -44,7 +44,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=$(call cpu_has,avx) -DGGML_AVX2
   -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 BENCH_STAMP := $(VENV)/.bytes2logits-bench-installed
 
-.PHONY: setup python sandbox assets lab test lint smoke labs start check grade bench chat clean help
+.PHONY: setup python sandbox browser assets lab test lint smoke labs start check grade bench chat site clean help
 
 help:
 	@echo "make lab     set up (if needed) and start JupyterLab at the repo root"
@@ -57,6 +57,7 @@ help:
 	@echo "make grade   run the nbgrader cycle for a class (see docs/instructor-guide.md)"
 	@echo "make chat    chat with SmolLM2-135M-Instruct in the terminal (CHAT_ARGS=\"-p 'Hi' --greedy\")"
 	@echo "make bench   speed ratios against llama.cpp and gguf-py (installs llama-cpp-python once)"
+	@echo "make site    build the static course site into build/site/html (executes every chapter; see README)"
 
 setup: $(STAMP) sandbox
 
@@ -71,6 +72,21 @@ sandbox:
 	    echo "WARNING: bubblewrap (bwrap) is not installed, and this user cannot install it here."; \
 	    echo "WARNING: grading (make check, make grade) will run submissions with REDUCED ISOLATION."; \
 	    echo "WARNING: install it with your package manager (Debian/Ubuntu: sudo apt-get install bubblewrap)."; \
+	  fi; \
+	fi
+
+# The browser tests (JupyterLab and the course site, in make test) drive Debian's Chromium through Playwright,
+# which cannot download a browser of its own here. Install it where we can (root with apt, as on CI);
+# elsewhere say loudly that those tests will be skipped (CI fails instead of skipping them).
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 && [ -z "$$B2L_CHROMIUM" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "Installing Chromium (the browser tests' browser) with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "WARNING: Chromium is not installed, and this user cannot install it here."; \
+	    echo "WARNING: the browser tests of JupyterLab and the course site will be SKIPPED."; \
+	    echo "WARNING: install it (Debian/Ubuntu: sudo apt-get install chromium), or set B2L_CHROMIUM=/path/to/chrome"; \
 	  fi; \
 	fi
 
@@ -96,7 +112,7 @@ lab: assets
 	@echo "Starting JupyterLab; open the URL printed below (course/ holds the chapters, labs/ the labs)."
 	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(ROOT_FLAG) $(LAB_ARGS)
 
-test: assets lint
+test: assets lint browser
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: setup
@@ -131,6 +147,10 @@ $(BENCH_STAMP): $(STAMP) Makefile
 
 bench: assets $(BENCH_STAMP)
 	$(BIN)/python benchmarks/run.py
+
+# The static course site: every chapter executed, rendered by Sphinx + myst-nb into build/site/html.
+site: assets
+	$(BIN)/python -m bytes2logits site $(SITE_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-3.* build src/*.egg-info

@@ -1,6 +1,13 @@
 """The chapter views are pure functions; the widgets only wire them up."""
 
-from bytes2logits.kit.widgets import stream_rows, utf8_explorer, utf8_rows, utf8_table_html
+import json
+import re
+
+import pytest
+import traitlets
+
+from bytes2logits.kit.anywidgets import static_html, utf8_explorer
+from bytes2logits.kit.widgets import stream_rows, utf8_rows, utf8_table_html
 from bytes2logits.lessons.basic import ByteTokenizer, StreamDecoder
 
 
@@ -17,11 +24,13 @@ def test_table_escapes_html_and_counts():
     assert "3 code point(s) &rarr; 3 byte id(s)" in page
 
 
-def test_explorer_updates_when_typing():
+def test_explorer_names_what_is_typed():
     w = utf8_explorer("a")
-    box, out = w.children
-    box.value = "é"
-    assert "U+00E9" in out.value and "c3 a9" in out.value
+    assert w.names == {"U+0061": "LATIN SMALL LETTER A"}
+    w.text = "é\x07"  # what the browser sets as you type; Python names each code point (controls have none)
+    assert w.names == {"U+00E9": "LATIN SMALL LETTER E WITH ACUTE", "U+0007": "<unnamed>"}
+    page = _static_part(w)
+    assert "c3 a9" in page  # the no-JavaScript view is the Python table of the current text
 
 
 def test_stream_rows_concatenate_to_text():
@@ -69,15 +78,34 @@ def test_step_html_marks_winner_and_ties_and_escapes():
     assert "&lt;" in page and "<code><</code>" not in page, "corpus text must be HTML-escaped"
 
 
-def test_merge_stepper_buttons_move_through_steps():
-    box = merge_stepper(WORKED, num_merges=4)
-    (back, slider, forward), pane = box.children[0].children, box.children[1]
-    assert "step 1" in pane.value
-    forward.click()
-    assert slider.value == 2 and "step 2" in pane.value and "es</code> + <code>t" in pane.value
-    back.click()
-    back.click()
-    assert slider.value == 1
+def test_merge_stepper_frames_are_the_trace():
+    w = merge_stepper(WORKED, num_merges=4)
+    assert w.frames == [step_html(s, 8) for s in bpe_trace(WORKED, 4)]
+    assert w.step == 0 and "step 2" in w.frames[1] and "es</code> + <code>t" in w.frames[1]
+    w.step = 3
+    with pytest.raises(traitlets.TraitError, match=r"step must be in 0\.\.3"):
+        w.step = 4
+    assert w.step == 3
+
+
+def _static_part(widget) -> str:
+    bundle = widget._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    assert "application/vnd.jupyter.widget-view+json" in data  # JupyterLab's (kernel) view comes first
+    return data["text/html"]
+
+
+def test_widgets_carry_their_state_for_pages_without_a_kernel():
+    w = merge_stepper(WORKED + " </script><!-- x", num_merges=3)
+    page = _static_part(w)
+    m = re.fullmatch(r'<div class="b2l-anywidget" data-module="merge_stepper"><script type="application/json" '
+                     r'class="b2l-state">(.*?)</script><div class="b2l-fallback">(.*)</div></div>', page, re.S)
+    assert m, page[:300]
+    assert "</" not in m.group(1) and "<!--" not in m.group(1)  # cannot end the script element early
+    assert json.loads(m.group(1)) == {"frames": w.frames, "step": 0}
+    assert w.frames[0] in m.group(2)
+    with pytest.raises(ValueError, match="identifier"):
+        static_html("../x", {})
 
 
 def test_encode_steps_follow_rank_and_match_the_tokenizer():

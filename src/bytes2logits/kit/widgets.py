@@ -1,7 +1,7 @@
 """Small interactive views for the chapters.
 
-Each view is a pure function of its input that returns data or HTML (tested directly); the ipywidgets
-part only wires an input box to it, so a notebook without a live kernel still shows the last rendering.
+Each view is a pure function of its input that returns data or HTML (tested directly). The interactive
+widgets built on them are anywidgets, in :mod:`bytes2logits.kit.anywidgets`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import unicodedata
 
-__all__ = ["utf8_rows", "utf8_table_html", "utf8_explorer", "stream_rows", "PALETTE", "token_boxes_html",
+__all__ = ["utf8_rows", "utf8_table_html", "stream_rows", "PALETTE", "token_boxes_html",
            "token_strip_html"]
 
 #: Light background colours for consecutive tokens (they alternate so that token borders show).
@@ -53,21 +53,6 @@ def utf8_table_html(text: str) -> str:
     n_bytes = sum(len(r["ids"]) for r in rows)
     summary = f"<p>{len(rows)} code point(s) &rarr; {n_bytes} byte id(s)</p>"
     return f"{summary}<table style='border-collapse:collapse'><tr>{head}</tr>{''.join(body)}</table>"
-
-
-def utf8_explorer(initial: str = "héllo 🙂"):
-    """A text box: type anything and see characters → UTF-8 bytes → ids, updated as you type."""
-    import ipywidgets as w
-
-    box = w.Text(value=initial, description="text:", continuous_update=True,
-                 layout=w.Layout(width="60%"))
-    out = w.HTML(value=utf8_table_html(initial))
-
-    def update(change):
-        out.value = utf8_table_html(change["new"])
-
-    box.observe(update, names="value")
-    return w.VBox([box, out])
 
 
 def stream_rows(tokenizer, ids, decoder_cls) -> list[dict]:

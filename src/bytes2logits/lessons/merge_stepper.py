@@ -1,8 +1,8 @@
 """The BPE merge stepper of chapter 03: watch byte-pair encoding learn its merges one at a time.
 
-The views are pure functions of a small corpus, tested directly; :func:`merge_stepper` only wires them to
-ipywidgets (a slider, step buttons and an HTML pane), so the notebook shows the same tables without a live
-kernel.
+The views are pure functions of a small corpus, tested directly; :func:`merge_stepper` renders every step
+once and hands the frames to an anywidget (back, slider, next), whose front-end works in JupyterLab and, with
+no kernel, on the course site.
 
 * :func:`bpe_trace` replays training step by step and records, for every step, the pair counts, the tied
   candidates, the winner and the segmented words. It recounts every pair at every step, which is fine for
@@ -123,26 +123,14 @@ def step_html(step: Step, top: int = 8, max_words: int = 12) -> str:
 
 
 def merge_stepper(text: str, num_merges: int = 10, top: int = 8):
-    """A slider and step buttons over :func:`bpe_trace` of ``text``; each position shows :func:`step_html`."""
-    import ipywidgets as w
+    """Back, slider and next over :func:`bpe_trace` of ``text``; each step shows :func:`step_html`.
 
-    steps = bpe_trace(text, num_merges)
-    if not steps:
-        return w.HTML("<i>nothing to merge</i>")
-    pane = w.HTML(step_html(steps[0], top))
-    slider = w.IntSlider(value=1, min=1, max=len(steps), description="step")
-    back, forward = w.Button(description="◀ back"), w.Button(description="next ▶")
+    A :class:`bytes2logits.kit.anywidgets.MergeStepper` (an anywidget): the steps are computed here, once,
+    and the same front-end steps through them in JupyterLab and, with no kernel, on the course site.
+    """
+    from ..kit.anywidgets import MergeStepper
 
-    def show(change=None):
-        pane.value = step_html(steps[slider.value - 1], top)
-
-    def move(delta):
-        slider.value = max(slider.min, min(slider.max, slider.value + delta))
-
-    slider.observe(show, names="value")
-    back.on_click(lambda _: move(-1))
-    forward.on_click(lambda _: move(1))
-    return w.VBox([w.HBox([back, slider, forward]), pane])
+    return MergeStepper(frames=[step_html(s, top) for s in bpe_trace(text, num_merges)])
 
 
 def encode_steps(piece: str, merges) -> list[tuple[tuple[bytes, ...], int | None]]:

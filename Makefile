@@ -61,34 +61,36 @@ help:
 
 setup: $(STAMP) sandbox
 
-# Grading runs submissions in a bubblewrap sandbox (docs/instructor-guide.md). Install it where we can (root
-# with apt, as on CI); elsewhere say loudly that grading will run with reduced isolation.
-sandbox:
-	@if ! command -v bwrap >/dev/null 2>&1; then \
+# A system package the project needs, installed with apt where we can (root with apt-get, as on CI);
+# elsewhere three loud warning lines. $(1): the command that shows it is there, $(2): the Debian package,
+# $(3): what it is for, $(4): what happens without it, $(5): how to get it.
+define system_package
+	@if ! command -v $(strip $(1)) >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "Installing bubblewrap (the grading sandbox) with apt-get"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	    echo "Installing $(strip $(2)) ($(strip $(3))) with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(strip $(2)) >/dev/null; \
 	  else \
-	    echo "WARNING: bubblewrap (bwrap) is not installed, and this user cannot install it here."; \
-	    echo "WARNING: grading (make check, make grade) will run submissions with REDUCED ISOLATION."; \
-	    echo "WARNING: install it with your package manager (Debian/Ubuntu: sudo apt-get install bubblewrap)."; \
+	    echo "WARNING: $(strip $(2)) ($(strip $(1))) is not installed, and this user cannot install it here."; \
+	    echo "WARNING: $(strip $(4))"; \
+	    echo "WARNING: $(strip $(5))"; \
 	  fi; \
 	fi
+endef
 
-# The browser tests (JupyterLab and the course site, in make test) drive Debian's Chromium through Playwright,
-# which cannot download a browser of its own here. Install it where we can (root with apt, as on CI);
-# elsewhere say loudly that those tests will be skipped (CI fails instead of skipping them).
+# Grading runs submissions in a bubblewrap sandbox (docs/instructor-guide.md); without it, say loudly that
+# grading will run with reduced isolation.
+sandbox:
+	$(call system_package,bwrap,bubblewrap,the grading sandbox,grading (make check and make grade) will run \
+	submissions with REDUCED ISOLATION.,install it with your package manager (Debian/Ubuntu: sudo apt-get \
+	install bubblewrap).)
+
+# The browser tests (JupyterLab and the course site, in make test) drive Chromium through Playwright, which
+# cannot download a browser of its own here. Without one they are skipped, loudly (CI fails instead).
+# B2L_CHROMIUM=/path/to/chrome names another Chromium.
 browser:
-	@if ! command -v chromium >/dev/null 2>&1 && [ -z "$$B2L_CHROMIUM" ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "Installing Chromium (the browser tests' browser) with apt-get"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else \
-	    echo "WARNING: Chromium is not installed, and this user cannot install it here."; \
-	    echo "WARNING: the browser tests of JupyterLab and the course site will be SKIPPED."; \
-	    echo "WARNING: install it (Debian/Ubuntu: sudo apt-get install chromium), or set B2L_CHROMIUM=/path/to/chrome"; \
-	  fi; \
-	fi
+	$(if $(B2L_CHROMIUM),@echo "Browser tests use B2L_CHROMIUM=$(B2L_CHROMIUM)",$(call system_package,chromium,\
+	chromium,the browser tests' browser,the browser tests of JupyterLab and the course site will be SKIPPED.,\
+	install it (Debian/Ubuntu: sudo apt-get install chromium) or set B2L_CHROMIUM=/path/to/chrome.))
 
 # Say which Python is used, or why none can be.
 python:

@@ -57,7 +57,7 @@ help:
 	@echo "make grade   run the nbgrader cycle for a class (see docs/instructor-guide.md)"
 	@echo "make chat    chat with SmolLM2-135M-Instruct in the terminal (CHAT_ARGS=\"-p 'Hi' --greedy\")"
 	@echo "make bench   speed ratios against llama.cpp and gguf-py (installs llama-cpp-python once)"
-	@echo "make site    build the static course site into build/site/html (executes every chapter; see README)"
+	@echo "make site    build the static course site into build/site/html (executes every chapter; see docs/site.md)"
 
 setup: $(STAMP) sandbox
 

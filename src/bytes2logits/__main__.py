@@ -2,7 +2,8 @@
 
 Engine: ``chat`` (talk to a GGUF model), ``tokenize TEXT``, ``inspect FILE.gguf``.
 Course kit: ``start LAB`` (your own copy of a lab), ``check NOTEBOOK`` (grade a lab), ``build-labs``
-(regenerate solutions/ and labs/), ``grade`` (run the nbgrader cycle for a class).
+(regenerate solutions/ and labs/), ``grade`` (run the nbgrader cycle for a class), ``site`` (build the static
+course site).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ course kit:
                          with --lab alone: your copy in work/ if you started one, else the release
   build-labs             regenerate the generated cells of solutions/ and the labs/ release
   grade [options]        run the nbgrader cycle for a class (see docs/instructor-guide.md)
+  site [options]         build the static course site (executed chapters, lab pages) into build/site/html
 """
 
 
@@ -51,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         from .kit.classroom import main as grade_main
 
         return grade_main(rest)
+    if cmd == "site":
+        from .kit.site import main as site_main
+
+        return site_main(rest)
     print(f"unknown command {cmd!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

@@ -89,7 +89,7 @@ sandbox:
 # B2L_CHROMIUM=/path/to/chrome names another Chromium.
 browser:
 	$(if $(B2L_CHROMIUM),@echo "Browser tests use B2L_CHROMIUM=$(B2L_CHROMIUM)",$(call system_package,chromium,\
-	chromium,the browser tests' browser,the browser tests of JupyterLab and the course site will be SKIPPED.,\
+	chromium fonts-noto-color-emoji,the browser tests' browser,the browser tests of JupyterLab and the course site will be SKIPPED.,\
 	install it (Debian/Ubuntu: sudo apt-get install chromium) or set B2L_CHROMIUM=/path/to/chrome.))
 
 # Say which Python is used, or why none can be.

@@ -245,11 +245,19 @@ def test_a_failed_visible_check_says_what_it_means():
                            store_history=True)
         with capture_output() as own_cell:
             shell.run_cell("assert False, 'my own check'", store_history=True)
+        shell.run_cell("def stub():\n    raise NotImplementedError()", store_history=True)
+        with capture_output() as blank_grader_cell:
+            shell.run_cell("stub()\nprint('visible checks passed')", store_history=True)
+        with capture_output() as blank_own_cell:
+            shell.run_cell("stub()", store_history=True)
     finally:
         InteractiveShell.clear_instance()
     assert "two ones make two" in grader_cell.stdout
     assert "make check LAB=lab04 runs the task's hidden checks" in grader_cell.stdout
     assert "my own check" in own_cell.stdout and "make check" not in own_cell.stdout
+    assert "NotImplementedError" in blank_grader_cell.stdout and "not written yet" in blank_grader_cell.stdout
+    assert "make check" not in blank_grader_cell.stdout  # the stub's words, not the failed-check note
+    assert "NotImplementedError" in blank_own_cell.stdout and "not written yet" not in blank_own_cell.stdout
 
 
 def test_grade_takes_a_lab_in_either_spelling(monkeypatch, capsys):

@@ -304,14 +304,20 @@ VISIBLE_MARK = "visible checks passed"  # every autograder cell's visible part e
 FAILED_VISIBLE = ("A visible check of this task failed, so this cell stopped there: the task's other checks "
                   "give you no feedback in this kernel until it passes. Fix it first. Your grade does not come "
                   "from this cell: make check LAB={lab} runs the task's hidden checks on your code either way.")
+# What a learner reads for a stub's bare NotImplementedError: in a grader cell in JupyterLab (below) and in the
+# feedback of make check and nbgrader (kit/nbexec.py).
+NOT_WRITTEN = ("not written yet: a function this cell uses still raises NotImplementedError (replace the "
+               "`raise NotImplementedError()` line of its answer cell with your code)")
 
 
 def explain_failed_checks(lab: str) -> None:
     """In a learner's IPython kernel, follow a failed visible check's traceback with what it means.
 
     The set-up cell of every lab calls this. Outside IPython (the grader's worker, a script) it does
-    nothing. Only an ``AssertionError`` raised in an autograder cell (one whose source prints
-    ``"visible checks passed"``) gets the note; every other error is shown as IPython always shows it.
+    nothing. Only an autograder cell (one whose source prints ``"visible checks passed"``) gets words: after
+    an ``AssertionError`` the note on what a failed visible check means, after a ``NotImplementedError`` (an
+    answer cell not written yet) :data:`NOT_WRITTEN`. Every other error, and every error of a learner's own
+    cell, is shown as IPython always shows it.
     """
     try:
         from IPython import get_ipython
@@ -325,7 +331,10 @@ def explain_failed_checks(lab: str) -> None:
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
         history = shell.user_ns.get("In") or [""]
         if VISIBLE_MARK in str(history[-1]):
-            print(FAILED_VISIBLE.format(lab=lab[:5]))
+            if issubclass(etype, NotImplementedError):
+                print(f"{NOT_WRITTEN}; run that cell, then this one again.")
+            else:
+                print(FAILED_VISIBLE.format(lab=lab[:5]))
         return None
 
-    shell.set_custom_exc((AssertionError,), handler)
+    shell.set_custom_exc((AssertionError, NotImplementedError), handler)

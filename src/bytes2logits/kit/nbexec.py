@@ -23,6 +23,8 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 
+from .grading import NOT_WRITTEN
+
 __all__ = ["RobustExecute"]
 
 
@@ -36,10 +38,6 @@ def time_limit_output(seconds) -> NotebookNode:
     return _error_output("TimeLimit", f"this cell was stopped after its time limit of {seconds:g} s. The usual "
                          "cause is an endless loop (a while loop whose condition never changes, or a "
                          "recursion that never ends); a very slow algorithm is the other one")
-
-
-NOT_WRITTEN = ("not written yet: a function this cell uses still raises NotImplementedError (replace the "
-               "`raise NotImplementedError()` line of its answer cell with your code)")
 
 
 def words_for_errors(cell, timed_out: float | None = None) -> None:

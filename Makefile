@@ -70,7 +70,7 @@ define system_package
 	    echo "Installing $(strip $(2)) ($(strip $(3))) with apt-get"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(strip $(2)) >/dev/null; \
 	  else \
-	    echo "WARNING: $(strip $(2)) ($(strip $(1))) is not installed, and this user cannot install it here."; \
+	    echo "WARNING: $(strip $(1)) is not installed (Debian: $(strip $(2))), and this user cannot install it here."; \
 	    echo "WARNING: $(strip $(4))"; \
 	    echo "WARNING: $(strip $(5))"; \
 	  fi; \

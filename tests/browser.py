@@ -6,14 +6,16 @@ set, else ``chromium`` / ``chromium-browser`` / ``google-chrome`` on PATH (``mak
 ``chromium`` where it can). Without one the browser tests are skipped with a line that says how to enable
 them, except under CI (``CI`` set), where a missing browser is a failure: CI never skips them.
 
-Import it from a test file like this (the tests folder is not on ``sys.path``)::
+Tests take the module-scoped ``browser`` fixture of ``tests/conftest.py`` (built on :func:`running_chromium`),
+and import the rest like this (the tests folder is not on ``sys.path``)::
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from browser import chromium_or_skip, launch, ARTIFACTS
+    from browser import artifact_dir
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -59,6 +61,20 @@ def chromium_or_skip() -> str:
 def launch(playwright, executable: str):
     """A headless Chromium from ``executable`` with this machine's flags."""
     return playwright.chromium.launch(executable_path=executable, headless=True, args=LAUNCH_ARGS)
+
+
+@contextlib.contextmanager
+def running_chromium():
+    """A headless Chromium for a block (skips without one, fails under CI): ``with running_chromium() as b``."""
+    executable = chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch(p, executable)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def artifact_dir(name: str) -> Path:

@@ -52,3 +52,24 @@ def pytest_collection_modifyitems(session, config, items):
         reason = _reference_mode_skip(item)
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def _browser_fixture():
+    import sys
+    from pathlib import Path
+
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def browser():
+        """One headless Chromium per test module (tests/browser.py: skipped without one, a failure under CI)."""
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from browser import running_chromium
+
+        with running_chromium() as b:
+            yield b
+
+    return browser
+
+
+browser = _browser_fixture()

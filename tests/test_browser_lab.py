@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from browser import artifact_dir, chromium_or_skip, find_chromium, launch  # noqa: E402
+from browser import artifact_dir, find_chromium  # noqa: E402
 
 from bytes2logits.kit.labs import LABS  # noqa: E402
 from bytes2logits.lessons.merge_stepper import bpe_trace, step_html  # noqa: E402
@@ -152,18 +152,6 @@ def lab_server(tmp_path_factory):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         server._reader.join(5)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """One headless Chromium for the module (skipped without Chromium, a failure under CI)."""
-    chrome = chromium_or_skip()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = launch(p, chrome)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from browser import artifact_dir, chromium_or_skip, launch  # noqa: E402
+from browser import artifact_dir  # noqa: E402
 
 from bytes2logits.kit.anywidgets import WEB, utf8_explorer  # noqa: E402
 from bytes2logits.kit.widgets import utf8_rows  # noqa: E402
@@ -55,24 +55,19 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def page(page_url):
-    chrome = chromium_or_skip()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = launch(p, chrome)
-        pg = browser.new_page()
-        problems: list[str] = []
-        pg.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-        pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-        pg.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
-        pg.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
-        pg.goto(page_url)
-        pg.wait_for_selector("div.b2l-merge-stepper")
-        pg.wait_for_selector("div.b2l-utf8-explorer")
-        pg.problems = problems
-        yield pg
-        browser.close()
+def page(page_url, browser):
+    pg = browser.new_page()
+    problems: list[str] = []
+    pg.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    pg.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+    pg.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+    pg.goto(page_url)
+    pg.wait_for_selector("div.b2l-merge-stepper")
+    pg.wait_for_selector("div.b2l-utf8-explorer")
+    pg.problems = problems
+    yield pg
+    pg.close()
 
 
 @pytest.mark.slow

@@ -29,7 +29,7 @@ from bytes2logits.kit import site
 from bytes2logits.kit.labs import LABS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from browser import artifact_dir, chromium_or_skip, launch  # noqa: E402
+from browser import artifact_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_CHAPTERS = ["01", "03"]
@@ -224,17 +224,6 @@ def server(built):
 class _QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
-
-
-@pytest.fixture(scope="module")
-def browser():
-    executable = chromium_or_skip()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = launch(p, executable)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,8 @@ master_doc = "index"
 html_theme = "sphinx_book_theme"
 html_static_path = ["_static"]
 html_css_files = ["b2l-site.css"]
+# A page without an icon makes the browser ask for /favicon.ico, a 404 in every console.
+html_favicon = "_static/favicon.svg"
 # The course's anywidgets (kit/web/*.js) come to life on every page without a kernel.
 html_js_files = [("static_host.js", {"type": "module"})]
 html_show_sourcelink = False

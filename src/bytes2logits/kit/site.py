@@ -37,6 +37,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from .anywidgets import WEB
 from .labs import LABS, Lab, repo_root
 
 __all__ = ["main", "build_site", "SiteError", "Chapter", "Part", "course_map", "prepare_notebook",
@@ -44,7 +45,6 @@ __all__ = ["main", "build_site", "SiteError", "Chapter", "Part", "course_map", "
            "broken_links", "KERNEL_NOTE"]
 
 TEMPLATE = Path(__file__).resolve().parent / "site_template"
-WEB = Path(__file__).resolve().parent / "web"
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"

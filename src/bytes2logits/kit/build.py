@@ -10,22 +10,38 @@ of cell that this module writes from the registry in :mod:`bytes2logits.kit.labs
 
 ``labs/`` is then written by ``nbgrader generate_assignment`` from ``solutions/``. ``make labs`` runs both;
 :func:`stale` tells the test suite whether the committed notebooks still match their sources.
+
+An instructor may edit a generated cell by hand. So that the next build does not silently throw that edit
+away, ``solutions/generated-cells.json`` records a hash of what the last build wrote into each generated cell
+(the set-up and answer cells). A cell whose text is neither what the build would write now nor what the
+last build wrote (nor blank, as in a new lab) was edited by hand: the build refuses, naming the lab, the
+cell and the difference, and ``--force`` overwrites it after keeping a copy of the notebook under
+``build/solutions-backup/``. A change of the reference in ``src/`` is not an edit: the record still holds
+the cell's old text.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
+import hashlib
 import inspect
+import json
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from .labs import LABS, Lab, repo_root, tool_env
+from .labs import LABS, Lab, command_root, course_root, find_lab, tool_env
 
-__all__ = ["answer_source", "build_solutions", "build_release", "hidden_block", "setup_source", "stale",
-           "object_source", "solution_lines"]
+__all__ = ["RECORD", "EditedCells", "answer_source", "build_solutions", "build_release", "generated_cells",
+           "hand_edits", "hidden_block", "main", "read_record", "setup_source", "stale", "object_source",
+           "solution_lines"]
+
+#: In ``solutions/``: a hash of the text the last build wrote into each generated cell, per lab.
+RECORD = "generated-cells.json"
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -33,6 +49,10 @@ BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 
 class BuildError(RuntimeError):
     """A lab's notebook or registry entry is inconsistent (the message names the lab and cell)."""
+
+
+class EditedCells(BuildError):
+    """Generated cells were edited by hand; the build would overwrite them (the message names each)."""
 
 
 def _mark_bodies(src: str, where: str) -> str:
@@ -133,7 +153,7 @@ def _clean(nb) -> None:
 def render_solution(lab: Lab, nb) -> None:
     """Rewrite the generated parts of a solutions notebook in place."""
     cells = _cells_by_id(nb)
-    where = lab.source_notebook().relative_to(repo_root())
+    where = _where(lab)
     if "setup" not in cells:
         raise BuildError(f"{where}: no cell with grade_id 'setup'")
     cells["setup"].source = setup_source(lab)
@@ -152,6 +172,71 @@ def render_solution(lab: Lab, nb) -> None:
     _clean(nb)
 
 
+def _where(lab: Lab) -> str:
+    return f"solutions/{lab.name}/{lab.name}.ipynb"
+
+
+def generated_cells(lab: Lab) -> dict[str, str]:
+    """The text the build writes into each whole generated cell of ``lab``, by ``grade_id``."""
+    return {"setup": setup_source(lab), **{f"answer_{t.id}": answer_source(lab, t.id) for t in lab.tasks}}
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_record(root: Path) -> dict[str, dict[str, str]]:
+    """``solutions/generated-cells.json``: lab -> grade_id -> sha256 of what the last build wrote (may be empty)."""
+    path = root / "solutions" / RECORD
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except ValueError as e:
+        raise BuildError(f"solutions/{RECORD} is not valid JSON ({e}); restore it from git, or delete it and "
+                         "build with --force (a copy of every notebook the build changes is kept)") from None
+    return {lab: cells for lab, cells in data.items() if isinstance(cells, dict)}
+
+
+def _record_text(record: dict) -> str:
+    about = ("sha256 of the text `make labs` last wrote into each generated cell (kit/build.py): a cell that "
+             "matches neither this nor the new build was edited by hand, and the build refuses to overwrite it")
+    return json.dumps({"about": about, **{k: record[k] for k in sorted(record)}}, indent=1, sort_keys=False) + "\n"
+
+
+def _diff_summary(yours: str, built: str) -> str:
+    """How the build's text differs from the cell's: lines each side would lose, and the first difference."""
+    a, b = yours.splitlines(), built.splitlines()
+    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    removed = sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag in ("replace", "delete"))
+    added = sum(j2 - j1 for tag, _, _, j1, j2 in ops if tag in ("replace", "insert"))
+    first = next((op for op in ops if op[0] != "equal"), None)
+    if first is None:
+        return "it differs from the build's text only in line endings or a final newline"
+    _, i1, i2, j1, j2 = first
+    mine = repr(a[i1][:80]) if i1 < i2 else "(nothing)"
+    theirs = repr(b[j1][:80]) if j1 < j2 else "(nothing)"
+    return (f"{removed} line(s) of yours would be replaced by {added} from the build; first difference at "
+            f"line {i1 + 1}: yours {mine}, the build's {theirs}")
+
+
+def hand_edits(lab: Lab, nb, record: dict) -> list[str]:
+    """The generated cells of ``nb`` (a solutions notebook of ``lab``) that the build would overwrite
+    although no build wrote their text: one sentence each, naming the notebook, cell and difference."""
+    cells = _cells_by_id(nb)
+    written = record.get(lab.name, {})
+    found = []
+    for cell_id, built in generated_cells(lab).items():
+        cell = cells.get(cell_id)
+        if cell is None:
+            continue  # render_solution says what is missing
+        yours = cell.source
+        if yours == built or not yours.strip() or _digest(yours) == written.get(cell_id):
+            continue
+        found.append(f"{_where(lab)}, cell {cell_id!r} ({lab.name}): {_diff_summary(yours, built)}")
+    return found
+
+
 def _serialize(nb) -> str:
     import nbformat
 
@@ -168,18 +253,54 @@ def _write(nb, path: Path) -> bool:
     return True
 
 
-def build_solutions(root: Path | None = None, labs: list[Lab] | None = None) -> list[Path]:
-    """Regenerate the generated cells of every solutions notebook; return the files that changed."""
+def build_solutions(root: Path | None = None, labs: list[Lab] | None = None, *, force: bool = False,
+                    log=print) -> list[Path]:
+    """Regenerate the generated cells of the solutions notebooks (default: every lab); return the files
+    that changed.
+
+    Raises :class:`EditedCells`, before writing anything, when a generated cell was edited by hand (see the
+    module docstring). With ``force``, each such notebook is first copied to
+    ``build/solutions-backup/<UTC time>/<lab>/`` (``log`` says where), then overwritten.
+    """
     import nbformat
 
-    root = root or repo_root()
-    changed = []
-    for lab in labs or LABS.values():
+    root = root or course_root()
+    labs = list(labs or LABS.values())
+    record = read_record(root)
+    notebooks, edited = {}, {}
+    for lab in labs:
         path = lab.source_notebook(root)
-        nb = nbformat.read(path, as_version=4)
+        if not path.is_file():
+            raise BuildError(f"{lab.name}: no solutions notebook at {path}")
+        notebooks[lab.name] = nbformat.read(path, as_version=4)
+        edits = hand_edits(lab, notebooks[lab.name], record)
+        if edits:
+            edited[lab.name] = edits
+    if edited and not force:
+        lines = [e for edits in edited.values() for e in edits]
+        raise EditedCells(f"{len(lines)} generated cell(s) of solutions/ were edited by hand, and the build would "
+                          "overwrite them:\n  " + "\n  ".join(lines) + "\nThe build writes these cells from the "
+                          "reference code in src/bytes2logits (see docs/instructor-guide.md, \"Customising a "
+                          "lab\"). To overwrite them anyway, keeping a copy of each notebook under "
+                          "build/solutions-backup/, run again with --force (make labs BUILD_ARGS=--force).")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    changed = []
+    for lab in labs:
+        path, nb = lab.source_notebook(root), notebooks[lab.name]
+        if lab.name in edited:
+            backup = root / "build" / "solutions-backup" / stamp / lab.name / path.name
+            backup.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, backup)
+            log(f"{_where(lab)}: {len(edited[lab.name])} hand-edited cell(s) overwritten; your version is kept "
+                f"in {backup}")
         render_solution(lab, nb)
         if _write(nb, path):
             changed.append(path)
+        record[lab.name] = {cell_id: _digest(text) for cell_id, text in generated_cells(lab).items()}
+    record_path = root / "solutions" / RECORD
+    text = _record_text(record)
+    if not record_path.is_file() or record_path.read_text(encoding="utf-8") != text:
+        record_path.write_text(text, encoding="utf-8")
     return changed
 
 
@@ -207,7 +328,7 @@ def build_release(root: Path | None = None, out: Path | None = None, labs: list[
     """
     import nbformat
 
-    root = root or repo_root()
+    root = root or course_root()
     out = out or root / "labs"
     labs = labs or list(LABS.values())
     with tempfile.TemporaryDirectory(prefix="b2l-release-") as tmp:
@@ -245,7 +366,7 @@ def stale(root: Path | None = None) -> list[str]:
     """What would ``make labs`` change? Returns human-readable reasons (empty when up to date)."""
     import nbformat
 
-    root = root or repo_root()
+    root = root or course_root()
     reasons = []
     for lab in LABS.values():
         path = lab.source_notebook(root)
@@ -253,6 +374,10 @@ def stale(root: Path | None = None) -> list[str]:
         render_solution(lab, nb)
         if _serialize(nb) != path.read_text(encoding="utf-8"):
             reasons.append(f"{path.relative_to(root)} does not match its generated cells")
+    record = {lab.name: {cell_id: _digest(text) for cell_id, text in generated_cells(lab).items()}
+              for lab in LABS.values()}
+    if read_record(root) != record:
+        reasons.append(f"solutions/{RECORD} does not record what the build writes")
     with tempfile.TemporaryDirectory(prefix="b2l-stale-") as tmp:
         build_release(root, Path(tmp))
         for lab in LABS.values():
@@ -271,12 +396,36 @@ def stale(root: Path | None = None) -> list[str]:
     return reasons
 
 
-def main() -> int:
-    changed = build_solutions()
-    for p in changed:
-        print(f"regenerated {p.relative_to(repo_root())}")
-    build_release()
-    print(f"released {len(LABS)} lab(s) to labs/ with nbgrader generate_assignment")
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bytes2logits build-labs [--lab LAB]... [--root DIR] [--force]`` (``make labs``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bytes2logits build-labs",
+                                     description="Regenerate the generated cells of solutions/ from the reference "
+                                                 "code, then the labs/ release with nbgrader generate_assignment.")
+    parser.add_argument("--lab", action="append", dest="labs", default=None,
+                        help="only this lab: lab01, 1 or lab01_tokenizers (repeatable; default: every lab)")
+    parser.add_argument("--root", default=None,
+                        help="the course folder (default: the course folder around the current directory)")
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite generated cells edited by hand, keeping a copy under build/solutions-backup/")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        root = command_root(args.root)
+        labs = [find_lab(name) for name in args.labs] if args.labs else list(LABS.values())
+    except (KeyError, RuntimeError) as e:
+        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
+    labs = list(dict.fromkeys(labs))
+    try:
+        changed = build_solutions(root, labs, force=args.force)
+        for p in changed:
+            print(f"regenerated {p.relative_to(root)}")
+        build_release(root, labs=labs)
+    except BuildError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"released {len(labs)} lab(s) to {root / 'labs'} with nbgrader generate_assignment")
     return 0
 
 

@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .labs import repo_root
+from .labs import course_root
 
 __all__ = ["CAPSTONE_LABS", "LabProblem", "YourEngine", "assemble", "lab_notebook", "load_labs"]
 
@@ -63,7 +63,7 @@ def lab_notebook(lab: str, where: str = "labs", root: Path | None = None) -> Pat
     """The notebook of ``lab`` in ``where``: ``"labs"`` (your copies) or ``"solutions"`` (the instructor's)."""
     if where not in ("labs", "solutions"):
         raise ValueError(f"where must be 'labs' or 'solutions', not {where!r}")
-    return (root or repo_root()) / where / lab / f"{lab}.ipynb"
+    return (root or course_root()) / where / lab / f"{lab}.ipynb"
 
 
 def _cells(path: Path) -> list[dict]:

@@ -3,6 +3,9 @@
 One table serves the lab build (answer cells are generated from these objects), the grading bridge (a
 task's hidden suite is ``tests/hidden/<lab>/test_<task>.py``) and the reference mode of the hidden suites
 (the implementation under test is the package itself).
+
+It also says which course folder the kit's commands act on (:func:`course_root`): ``--root DIR``, else the
+course folder around the current directory, else the repository the package was installed from.
 """
 
 from __future__ import annotations
@@ -10,10 +13,12 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["LABS", "Lab", "Task", "find_lab", "lab_of_notebook", "repo_root", "hidden_root", "tool_env"]
+__all__ = ["LABS", "CourseRootError", "Lab", "Task", "command_root", "course_root", "find_lab", "hidden_root",
+           "is_course_folder", "lab_of_notebook", "repo_root", "tool_env"]
 
 
 @dataclass(frozen=True)
@@ -81,10 +86,12 @@ class Lab:
         return {name: self.reference_object(name) for name in self.exported_names()}
 
     def source_notebook(self, root: Path | None = None) -> Path:
-        return (root or repo_root()) / "solutions" / self.name / f"{self.name}.ipynb"
+        """``solutions/<name>/<name>.ipynb`` in ``root`` (default: :func:`course_root`)."""
+        return (root or course_root()) / "solutions" / self.name / f"{self.name}.ipynb"
 
     def release_notebook(self, root: Path | None = None) -> Path:
-        return (root or repo_root()) / "labs" / self.name / f"{self.name}.ipynb"
+        """``labs/<name>/<name>.ipynb`` in ``root`` (default: :func:`course_root`)."""
+        return (root or course_root()) / "labs" / self.name / f"{self.name}.ipynb"
 
     @property
     def total_points(self) -> int:
@@ -453,22 +460,96 @@ def lab_of_notebook(path: str | os.PathLike) -> Lab | None:
     return hits[0] if hits else None
 
 
+class CourseRootError(RuntimeError):
+    """No course folder to act on; the message says where it looked and what to do."""
+
+
+#: What makes a folder a course: nbgrader's configuration and the instructor's source notebooks.
+COURSE_MARKERS = ("nbgrader_config.py", "solutions")
+
+# The installed repository the fallback of course_root() was announced for (said once per process).
+_ANNOUNCED: set[Path] = set()
+
+
+def is_course_folder(path: str | os.PathLike) -> bool:
+    """True when ``path`` holds ``nbgrader_config.py`` and a ``solutions/`` folder."""
+    path = Path(path)
+    return (path / "nbgrader_config.py").is_file() and (path / "solutions").is_dir()
+
+
 def repo_root() -> Path:
-    """The course repository (the package is installed from it in editable mode)."""
-    env = os.environ.get("BYTES2LOGITS_ROOT")
-    if env:
-        return Path(env)
+    """The repository the package is installed from (editable install), whatever the current folder.
+
+    Commands act on :func:`course_root`; this is for the repository's own files (tools, fixtures) and the
+    last resort of that rule.
+    """
     here = Path(__file__).resolve()
     for parent in here.parents:
-        if (parent / "nbgrader_config.py").is_file() and (parent / "solutions").is_dir():
+        if is_course_folder(parent):
             return parent
-    raise RuntimeError("cannot find the course repository; set BYTES2LOGITS_ROOT to its folder")
+    raise CourseRootError("the package was not installed from a course repository (no folder above "
+                          f"{here.parent} holds nbgrader_config.py and solutions/)")
+
+
+def course_root(explicit: str | os.PathLike | None = None, *, cwd: str | os.PathLike | None = None) -> Path:
+    """The course folder a command acts on. One rule for every command of the kit:
+
+    1. ``explicit`` (a command's ``--root DIR``), or the environment's ``BYTES2LOGITS_ROOT`` (the same for a
+       whole process tree), or ``BYTES2LOGITS_COURSE_ROOT`` (nbgrader's course root, exported by
+       ``nbgrader_config.py`` so that the kit's code inside an nbgrader run agrees with nbgrader); it must be
+       a course folder;
+    2. else the first of the current folder (``cwd``) and its parents that holds ``nbgrader_config.py`` and
+       ``solutions/`` — the folder bare ``nbgrader`` would use;
+    3. else, for a self-paced learner running from anywhere, the repository the package is installed from,
+       said once on stderr.
+
+    Raises :class:`CourseRootError` (a ``RuntimeError``) naming the folder and what it lacks.
+    """
+    for value, source in ((explicit, "--root"), (os.environ.get("BYTES2LOGITS_ROOT"), "BYTES2LOGITS_ROOT"),
+                          (os.environ.get("BYTES2LOGITS_COURSE_ROOT"), "BYTES2LOGITS_COURSE_ROOT")):
+        if value:
+            root = Path(value).expanduser().resolve()
+            missing = [m for m in COURSE_MARKERS if not (root / m).exists()]
+            if not root.is_dir() or missing:
+                what = "does not exist" if not root.exists() else f"has no {' and no '.join(missing)}"
+                raise CourseRootError(f"{source} {value}: not a course folder ({root} {what}; a course folder "
+                                      "holds nbgrader_config.py and solutions/)")
+            return root
+    here = Path(cwd or os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        if is_course_folder(folder):
+            return folder
+    try:
+        installed = repo_root()
+    except CourseRootError as e:
+        raise CourseRootError(f"no course folder: neither {here} nor a folder above it holds nbgrader_config.py "
+                              f"and solutions/, and {e.args[0]}; run the command inside the course folder, or "
+                              "give --root DIR") from None
+    if installed not in _ANNOUNCED:
+        _ANNOUNCED.add(installed)
+        print(f"note: {here} is not inside a course folder; using the course installed with the package, "
+              f"{installed} (run inside a course folder, or give --root DIR, to use another)", file=sys.stderr)
+    return installed
+
+
+def command_root(explicit: str | os.PathLike | None = None) -> Path:
+    """:func:`course_root` for a command, exported as ``BYTES2LOGITS_ROOT``: everything the command then
+    runs, in its own process (defaults such as :meth:`Lab.source_notebook`) or in a subprocess (nbgrader, the
+    trusted grader), acts on the same course."""
+    root = course_root(explicit)
+    os.environ["BYTES2LOGITS_ROOT"] = str(root)
+    return root
 
 
 def hidden_root() -> Path:
-    """Where the hidden suites live: ``$BYTES2LOGITS_HIDDEN_TESTS`` or ``<repo>/tests/hidden``."""
+    """Where the hidden suites live: ``$BYTES2LOGITS_HIDDEN_TESTS``, else ``tests/hidden`` of the course
+    root (:func:`course_root`) when it has them, else those of the installed repository (a course copy that
+    holds only its configuration and solutions, as an instructor's grading folder may)."""
     env = os.environ.get("BYTES2LOGITS_HIDDEN_TESTS")
-    return Path(env) if env else repo_root() / "tests" / "hidden"
+    if env:
+        return Path(env)
+    own = course_root() / "tests" / "hidden"
+    return own if own.is_dir() else repo_root() / "tests" / "hidden"
 
 
 def tool_env(**extra: str) -> dict:
@@ -477,8 +558,6 @@ def tool_env(**extra: str) -> dict:
     nbgrader runs helper executables (``alembic``) by name, so the folder of this interpreter's scripts
     must be on PATH even when the virtual environment was not activated.
     """
-    import sys
-
     bindir = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "")
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **extra}

@@ -38,7 +38,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from .anywidgets import WEB
-from .labs import LABS, Lab, repo_root
+from .labs import LABS, Lab, command_root, course_root, find_lab
 
 __all__ = ["main", "build_site", "SiteError", "Chapter", "Part", "course_map", "prepare_notebook",
            "static_widget_html", "rewrite_links", "lab_page", "md_text", "index_page", "external_references",
@@ -645,7 +645,7 @@ def build_site(out: Path, *, chapters: list[str] | None = None, jobs: int = 2, e
     """Build the course site into ``out`` (see the module docstring) and check it; raises :class:`SiteError`."""
     start = time.perf_counter()
     _check_tools()
-    root = root or repo_root()
+    root = root or course_root()
     out = Path(out).resolve()
     readme = (root / "README.md").read_text(encoding="utf-8")
     cmap = course_map(readme)
@@ -731,7 +731,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Build the static course site: every chapter executed and "
                                                  "rendered with its outputs, a page per lab, offline.")
     parser.add_argument("--out", default=None, help="output folder (default: build/site under the repo)")
-    parser.add_argument("--chapters", default="", help="comma-separated chapter numbers (default: all)")
+    parser.add_argument("--chapters", default="", help="comma-separated chapter numbers, or the labs whose chapters "
+                        "to build (1, 01, lab01 or lab01_tokenizers; default: all)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="chapters executed at once, and Sphinx's workers (default: 2)")
     parser.add_argument("--no-execute", action="store_true",
@@ -740,10 +741,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repo-url", default=None,
                         help="the repository's web address: a repository button, and links to its files")
     parser.add_argument("--branch", default="main", help="the branch repository links point at (default: main)")
+    parser.add_argument("--root", default=None,
+                        help="the course folder (default: the course folder around the current directory)")
     args = parser.parse_args(argv)
-    root = repo_root()
+    try:
+        root = command_root(args.root)
+        # A lab names its chapter (lab01 and lab01_tokenizers are chapter 01); digits are chapter numbers.
+        only = [Path(find_lab(c).chapter).stem[:2] if c.lower().startswith("lab") else c
+                for c in (c.strip() for c in args.chapters.split(",")) if c] or None
+    except (KeyError, RuntimeError) as e:
+        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
     out = Path(args.out) if args.out else root / "build" / "site"
-    only = [c.strip() for c in args.chapters.split(",") if c.strip()] or None
     try:
         built = build_site(out, chapters=only, jobs=args.jobs, execute=not args.no_execute, timeout=args.timeout,
                            repo_url=args.repo_url, branch=args.branch, root=root)

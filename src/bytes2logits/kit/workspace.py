@@ -12,14 +12,14 @@ import shutil
 import sys
 from pathlib import Path
 
-from .labs import Lab, find_lab, repo_root
+from .labs import Lab, command_root, course_root, find_lab
 
 __all__ = ["main", "start"]
 
 
 def start(lab: Lab, root: Path | None = None) -> tuple[Path, bool]:
     """Copy ``labs/<lab>/`` to ``work/<lab>/`` unless that copy exists; return (its notebook, created)."""
-    root = root or repo_root()
+    root = root or course_root()
     release = lab.release_notebook(root).parent
     target = root / "work" / lab.name
     notebook = target / f"{lab.name}.ipynb"
@@ -39,15 +39,18 @@ def main(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m bytes2logits start",
                                      description="Copy a lab's release to work/<lab>/, your own git-ignored copy.")
-    parser.add_argument("lab", help="lab01 or lab01_tokenizers")
+    parser.add_argument("lab", help="lab01, 1 or lab01_tokenizers")
+    parser.add_argument("--root", default=None,
+                        help="the course folder (default: the course folder around the current directory)")
     args = parser.parse_args(argv)
     try:
+        root = command_root(args.root)
         lab = find_lab(args.lab)
-        notebook, created = start(lab)
+        notebook, created = start(lab, root)
     except (KeyError, RuntimeError, FileNotFoundError) as e:
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
-    rel = notebook.relative_to(repo_root())
+    rel = notebook.relative_to(root)
     if created:
         print(f"your copy of {lab.name} is {rel}: work there (git ignores work/, and make labs never touches it)")
     else:

@@ -17,13 +17,16 @@ engine:
   tokenize [options] TEXT  print the token ids of TEXT as JSON (--special parses <|im_start|> etc.)
   inspect FILE.gguf      print a GGUF file's metadata and tensor table
 
-course kit:
+course kit (each acts on --root DIR, else the course folder around the current directory):
   start LAB              copy lab LAB (lab01 or lab01_tokenizers) to work/LAB/, your own git-ignored copy
   check [NOTEBOOK] [--lab LAB]  grade a lab notebook with its hidden suite (exit 0 on full marks);
                          with --lab alone: your copy in work/ if you started one, else the release
-  build-labs             regenerate the generated cells of solutions/ and the labs/ release
+  build-labs [--lab LAB] [--force]  regenerate the generated cells of solutions/ and the labs/
+                         release (refuses to overwrite cells edited by hand unless --force)
   grade [options]        run the nbgrader cycle for a class (see docs/instructor-guide.md)
   site [options]         build the static course site (executed chapters, lab pages) into build/site/html
+  check-service [options]  (instructors) grade a class's checks over HTTP: check NOTEBOOK --service URL
+  postgres start|stop|url --data DIR  a PostgreSQL server for the gradebook (start prints its --db URL)
 """
 
 
@@ -48,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     if cmd == "build-labs":
         from .kit.build import main as build_main
 
-        return build_main()
+        return build_main(rest)
     if cmd == "grade":
         from .kit.classroom import main as grade_main
 
@@ -57,6 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         from .kit.site import main as site_main
 
         return site_main(rest)
+    if cmd == "check-service":
+        from .kit.checkservice import main as service_main
+
+        return service_main(rest)
+    if cmd == "postgres":
+        from .kit.gradebook import main as postgres_main
+
+        return postgres_main(rest)
     print(f"unknown command {cmd!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

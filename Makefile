@@ -44,7 +44,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=$(call cpu_has,avx) -DGGML_AVX2
   -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 BENCH_STAMP := $(VENV)/.bytes2logits-bench-installed
 
-.PHONY: setup python sandbox browser assets lab test lint smoke labs start check grade bench chat site clean help
+.PHONY: setup python sandbox browser hub-proxy assets lab test lint smoke labs start check grade bench chat site clean help
 
 help:
 	@echo "make lab     set up (if needed) and start JupyterLab at the repo root"
@@ -52,9 +52,10 @@ help:
 	@echo "make lint    ruff over src, tests, tools and benchmarks"
 	@echo "make smoke   install, one chapter, one lab check, one chat turn (e.g. PYTHON=python3.13 VENV=.venv-3.13)"
 	@echo "make labs    (instructors) regenerate solutions/ answer cells and the labs/ release; overwrites labs/"
+	@echo "             (BUILD_ARGS=\"--lab lab01 --force\": one lab; overwrite hand-edited answer cells, keeping a copy)"
 	@echo "make start LAB=lab01   copy a lab to work/lab01_.../, your own copy (git pull and make labs leave it alone)"
 	@echo "make check LAB=lab01   grade your copy of a lab (work/ if you started one, else labs/) with its hidden suite"
-	@echo "make grade   run the nbgrader cycle for a class (see docs/instructor-guide.md)"
+	@echo "make grade   run the nbgrader cycle for a class (JOBS=2: two worker processes; see docs/instructor-guide.md)"
 	@echo "make chat    chat with SmolLM2-135M-Instruct in the terminal (CHAT_ARGS=\"-p 'Hi' --greedy\")"
 	@echo "make bench   speed ratios against llama.cpp and gguf-py (installs llama-cpp-python once)"
 	@echo "make site    build the static course site into build/site/html (executes every chapter; see docs/site.md)"
@@ -92,6 +93,23 @@ browser:
 	chromium fonts-noto-color-emoji,the browser tests' browser,the browser tests of JupyterLab and the course site will be SKIPPED.,\
 	install it (Debian/Ubuntu: sudo apt-get install chromium) or set B2L_CHROMIUM=/path/to/chrome.))
 
+# JupyterHub's proxy, configurable-http-proxy from npm, pinned by deploy/jupyterhub/package-lock.json: the
+# classroom test (tests/test_classroom_hub.py) and a class on one machine use it. npm ci runs only when
+# node_modules is missing or older than the lock. Without npm, a loud warning: the hub test is then skipped
+# (CI fails instead).
+HUB_DIR  := deploy/jupyterhub
+HUB_LOCK := $(HUB_DIR)/node_modules/.package-lock.json
+hub-proxy:
+	@if [ -f $(HUB_LOCK) ] && [ ! $(HUB_DIR)/package-lock.json -nt $(HUB_LOCK) ]; then :; \
+	elif command -v npm >/dev/null 2>&1; then \
+	  echo "Installing JupyterHub's proxy (npm ci --prefix $(HUB_DIR))"; \
+	  npm ci --prefix $(HUB_DIR) --no-audit --no-fund --loglevel=error && touch $(HUB_LOCK); \
+	else \
+	  echo "WARNING: npm is not installed (Debian: npm), so JupyterHub's proxy (configurable-http-proxy) cannot be installed."; \
+	  echo "WARNING: the JupyterHub classroom test (tests/test_classroom_hub.py) will be SKIPPED (it fails under CI)."; \
+	  echo "WARNING: install Node.js 20 or later with npm (Debian/Ubuntu: sudo apt-get install npm), then run make hub-proxy."; \
+	fi
+
 # Say which Python is used, or why none can be.
 python:
 	@if [ -z "$(PYTHON)" ]; then \
@@ -114,7 +132,7 @@ lab: assets
 	@echo "Starting JupyterLab; open the URL printed below (course/ holds the chapters, labs/ the labs)."
 	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(ROOT_FLAG) $(LAB_ARGS)
 
-test: assets lint browser
+test: assets lint browser hub-proxy
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: setup
@@ -125,7 +143,7 @@ smoke: assets
 	$(BIN)/python tools/smoke.py
 
 labs: setup
-	$(BIN)/python -m bytes2logits build-labs
+	$(BIN)/python -m bytes2logits build-labs $(BUILD_ARGS)
 
 # A learner's own copy of a lab, in the git-ignored work/ folder (git pull and make labs never touch it).
 start: setup
@@ -133,10 +151,12 @@ start: setup
 
 # Grades work/<lab>/ when make start made it, else the release in labs/ (LAB=lab01 or lab01_tokenizers).
 check: assets
-	$(BIN)/python -m bytes2logits check --lab $(LAB)
+	$(BIN)/python -m bytes2logits check --lab $(LAB) $(CHECK_ARGS)
 
+# make grade JOBS=2 grades in two worker processes; GRADE_ARGS="--dask tcp://host:8786" on a Dask cluster,
+# "--db postgresql://..." into a PostgreSQL gradebook (docs/instructor-guide.md).
 grade: assets
-	$(BIN)/python -m bytes2logits grade $(GRADE_ARGS)
+	$(BIN)/python -m bytes2logits grade $(if $(JOBS),--jobs $(JOBS)) $(GRADE_ARGS)
 
 chat: assets
 	$(BIN)/python -m bytes2logits chat $(CHAT_ARGS)

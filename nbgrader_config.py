@@ -25,11 +25,26 @@ os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 
-c.CourseDirectory.root = os.environ.get("BYTES2LOGITS_COURSE_ROOT", str(ROOT))
+# Exported, so that the kit's code in nbgrader's child processes (the trusted grader) acts on this same course
+# (bytes2logits.kit.labs.course_root).
+c.CourseDirectory.root = os.environ.setdefault("BYTES2LOGITS_COURSE_ROOT", str(ROOT))
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "labs"
 c.CourseDirectory.db_url = "sqlite:///" + str(Path(c.CourseDirectory.root) / "gradebook.db")
 c.CourseDirectory.ignore = IGNORED_FILES
+
+# nbgrader zip_collect LAB: files uploaded to an LMS go in downloaded/<lab>/archive/ (zips, or the notebooks
+# themselves); each notebook found in them is named by student in one of two ways (docs/instructor-guide.md):
+#   <student>/<lab>.ipynb                 a folder per student
+#   <student>_<anything>_<lab>.ipynb      a flat export such as Canvas's (smithj_1234_5678_lab01_tokenizers.ipynb)
+# with an optional "-N" that an LMS adds to a resubmitted file's name. A student id is letters, digits, "." and
+# "-" (no "_": it separates the parts); in the folder layout, the folder that holds the notebook is the student.
+# A file named otherwise, or after another lab, is skipped with a warning.
+c.FileNameCollectorPlugin.named_regexp = (
+    r".*/(?!extracted/)(?P<student_id>[A-Za-z0-9][A-Za-z0-9.\-]*)(?:/|_(?:[^/]*_)?)"
+    r"(?P<file_id>lab\d\d_[a-z0-9_]+?)(?:-\d+)?\.ipynb$"
+)
+c.ZipCollectApp.strict = True
 
 c.Execute.timeout = EXECUTE_TIMEOUT
 c.Execute.iopub_timeout = IOPUB_TIMEOUT
@@ -60,3 +75,7 @@ c.Autograde.autograde_preprocessors = [
 # (stock nbgrader leaves it in, upstream issues #917 and #1363).
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
 c.ClearHiddenTests.enforce_metadata = False
+
+# release_feedback releases what came through the exchange and names the students whose work was copied in by
+# hand (stock nbgrader stops the whole release at the first of them).
+c.ExchangeFactory.release_feedback = "bytes2logits.kit.exchange.ReleaseFeedback"

@@ -20,6 +20,7 @@ import urllib.request
 import nbformat
 import pytest
 
+from bytes2logits.kit.grading import hidden_needles
 from bytes2logits.kit.labs import LABS, hidden_root, tool_env
 
 pytestmark = pytest.mark.slow
@@ -53,14 +54,8 @@ def _notebook(answers: dict[str, str], lab=LAB) -> dict:
 
 
 def _hidden_needles() -> set[str]:
-    """Lines of the hidden suites a reply must not hold (the rule of classroom.leaked_hidden_code)."""
-    needles = {"BEGIN HIDDEN TESTS", "run_hidden_tests("}
-    for suite in hidden_root().rglob("test_*.py"):
-        for line in suite.read_text(encoding="utf-8").splitlines():
-            s = line.strip()
-            if len(s) >= 30 and not s.startswith(("#", '"""')) and '"""' not in s:
-                needles.add(s)
-    return needles
+    """Lines of the hidden suites a reply must not hold (the rule feedback pages are checked with)."""
+    return hidden_needles(hidden_root())
 
 
 def _free_port() -> int:

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from .grading import hidden_needles as grading_needles
 from .labs import LABS, Lab, course_root, find_lab, tool_env
 
 __all__ = ["CheckService", "RateLimiter", "ServiceError", "TokenFile", "check_remote", "hidden_needles",
@@ -156,14 +157,9 @@ def read_roster(path: Path) -> set[str]:
 
 
 def hidden_needles(hidden: Path) -> set[str]:
-    """Lines of the hidden suites that must never appear in a reply (the rule of ``leaked_hidden_code``)."""
-    needles = {"BEGIN HIDDEN TESTS", "run_hidden_tests("}
-    for suite in Path(hidden).rglob("*.py"):
-        for line in suite.read_text(encoding="utf-8", errors="replace").splitlines():
-            s = line.strip()
-            if len(s) >= 30 and not s.startswith(("#", '"""')) and '"""' not in s:
-                needles.add(s)
-    return needles
+    """Lines of the hidden suites that must never appear in a reply: the feedback pages' rule
+    (:func:`bytes2logits.kit.grading.hidden_needles`) over every file of the suites, helpers included."""
+    return grading_needles(hidden, "*.py")
 
 
 @dataclass

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .gradetask import GradeTask, feedback_page, grade_submission_task, quiet_worker
+from .grading import hidden_needles
 from .labs import LABS, CourseRootError, command_root, find_lab, hidden_root, tool_env
 
 __all__ = ["Skipped", "grade_class", "leaked_hidden_code", "main", "scan_submissions"]
@@ -73,12 +74,7 @@ def _nbgrader(root: Path, *args: str, extra: list[str] | None = None, quiet: boo
 
 def leaked_hidden_code(feedback_dir: Path) -> list[str]:
     """Feedback files that contain hidden-suite code or the hidden block (empty list when clean)."""
-    needles = {"BEGIN HIDDEN TESTS", "run_hidden_tests("}
-    for suite in hidden_root().rglob("test_*.py"):
-        for line in suite.read_text(encoding="utf-8").splitlines():
-            s = line.strip()
-            if len(s) >= 30 and not s.startswith(("#", '"""')) and '"""' not in s:
-                needles.add(s)
+    needles = hidden_needles(hidden_root())
     leaks = []
     for page in sorted(feedback_dir.rglob("*.html")):
         text = page.read_text(encoding="utf-8", errors="replace")

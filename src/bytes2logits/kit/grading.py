@@ -338,3 +338,16 @@ def explain_failed_checks(lab: str) -> None:
         return None
 
     shell.set_custom_exc((AssertionError, NotImplementedError), handler)
+
+
+def hidden_needles(hidden: Path, pattern: str = "test_*.py") -> set[str]:
+    """What a page shown to a learner must never hold: the hidden block's markers, and every line of 30 or
+    more characters of the suites matching ``pattern`` under ``hidden`` (comments and docstring lines aside,
+    which may be quoted as teaching lines). Feedback pages and the check service's replies use this rule."""
+    needles = {"BEGIN HIDDEN TESTS", "run_hidden_tests("}
+    for suite in Path(hidden).rglob(pattern):
+        for line in suite.read_text(encoding="utf-8", errors="replace").splitlines():
+            s = line.strip()
+            if len(s) >= 30 and not s.startswith(("#", '"""')) and '"""' not in s:
+                needles.add(s)
+    return needles

@@ -76,6 +76,15 @@ c.Autograde.autograde_preprocessors = [
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
 c.ClearHiddenTests.enforce_metadata = False
 
+# A class on JupyterHub (docs/instructor-guide.md): the exchange and the course id come from the same two variables
+# that deploy/jupyterhub/jupyterhub_config.py gives every single-user server, the instructor's included, so
+# `nbgrader release_assignment / collect / release_feedback LAB` in the instructor's terminal use the class's
+# exchange. Unset (a laptop, make check, make grade alone), nbgrader's defaults stand.
+if os.environ.get("B2L_EXCHANGE_ROOT"):
+    c.Exchange.root = os.environ["B2L_EXCHANGE_ROOT"]
+if os.environ.get("B2L_COURSE_ID"):
+    c.CourseDirectory.course_id = os.environ["B2L_COURSE_ID"]
+
 # release_feedback releases what came through the exchange and names the students whose work was copied in by
 # hand (stock nbgrader stops the whole release at the first of them).
 c.ExchangeFactory.release_feedback = "bytes2logits.kit.exchange.ReleaseFeedback"

@@ -12,6 +12,7 @@ trusted grader's own rule (full marks, the partial's points from its suite, 0), 
 from __future__ import annotations
 
 import csv
+import os
 import shutil
 import subprocess
 import sys
@@ -59,6 +60,7 @@ def _write(root: Path, student: str, folder: str, nb, name: str | None = None) -
 
 
 def _grade(root: Path, *args: str, killer: threading.Thread | None = None) -> subprocess.CompletedProcess:
+    """Run ``grade`` on ``root``, with ``killer`` (a thread) started beside it."""
     cmd = [sys.executable, "-m", "bytes2logits", "grade", "--root", str(root), "--timeout", str(CELL_TIMEOUT),
            *args]
     env = tool_env(BYTES2LOGITS_GRADING_EXAMPLES="20")
@@ -82,21 +84,33 @@ def _scores(root: Path) -> dict[str, float]:
 
 
 def _kill_a_worker_mid_task(found: list) -> threading.Thread:
-    """A thread that kills, once, the worker process that is grading a submission (the parent of a trusted
-    grader process) and records its pid in ``found``."""
+    """A thread that kills, once, a worker process that is grading a submission for *this* test (the parent of
+    a trusted grader process descended from this pytest process) and records its pid in ``found``.
+
+    Only this test's graders are candidates: the suite runs in parallel, and another test's trusted grader
+    may be a child of another pytest worker itself (killing that parent once took a whole xdist worker down
+    with it, and CI with it)."""
+    me = os.getpid()
+
+    def ours(p: psutil.Process) -> bool:
+        try:
+            return any(a.pid == me for a in p.parents()) and p.ppid() != me
+        except psutil.Error:
+            return False
 
     def run():
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not found:
             for p in psutil.process_iter(["cmdline"]):
-                if "bytes2logits.kit.trusted" in " ".join(p.info["cmdline"] or []):
-                    try:
-                        worker = p.parent()
-                        found.append(worker.pid)
-                        worker.kill()
-                    except psutil.Error:
-                        continue
-                    return
+                if "bytes2logits.kit.trusted" not in " ".join(p.info["cmdline"] or []) or not ours(p):
+                    continue
+                try:
+                    worker = p.parent()
+                    found.append(worker.pid)
+                    worker.kill()
+                except psutil.Error:
+                    continue
+                return
             time.sleep(0.1)
 
     return threading.Thread(target=run, daemon=True)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -36,11 +35,11 @@ import textwrap
 import time
 from pathlib import Path
 
-import nbformat
 import psutil
 import pytest
 
 from bytes2logits.kit.labs import LABS, repo_root, tool_env
+from bytes2logits.kit.sampleclass import answer_cells, course_copy
 
 pytestmark = pytest.mark.slow
 requests = pytest.importorskip("requests")
@@ -67,9 +66,7 @@ def _meta(cell):
 
 def _answers() -> dict[str, dict[str, str]]:
     """grade_id -> answer source, for each student."""
-    sol = nbformat.read(LAB.source_notebook(), as_version=4)
-    good = {_meta(c)["grade_id"]: "# my answer\n_mine = True\n\n" + c.source
-            for c in sol.cells if _meta(c).get("solution")}
+    good = answer_cells(LAB)
     old = 'decode("utf-8", errors="replace")'
     assert old in good["answer_byte_tokenizer"], "fixture text not found in the reference answer"
     partial = {**good, "answer_byte_tokenizer": good["answer_byte_tokenizer"].replace(
@@ -224,18 +221,6 @@ class Hub:
         raise AssertionError(f"no single-user server of {user} is running")
 
 
-def _course(root: Path) -> None:
-    """A copy of the course with lab 01 (its source, its hidden suite) and the repository's nbgrader_config.py."""
-    repo = repo_root()
-    root.mkdir(parents=True)
-    shutil.copy(repo / "nbgrader_config.py", root / "nbgrader_config.py")
-    shutil.copytree(repo / "solutions" / LAB.name, root / "solutions" / LAB.name)
-    hidden = root / "tests" / "hidden"
-    shutil.copytree(repo / "tests" / "hidden" / LAB.name, hidden / LAB.name)
-    for helper in (repo / "tests" / "hidden").glob("*.py"):
-        shutil.copy(helper, hidden / helper.name)
-
-
 def _leftovers(tmp: Path) -> list:
     left = []
     for p in psutil.process_iter(["cwd", "cmdline"]):
@@ -258,7 +243,7 @@ def classroom(tmp_path_factory):
         pytest.skip(message)
     tmp = tmp_path_factory.mktemp("classroom")
     hub = Hub(tmp)
-    _course(hub.course)
+    course_copy(hub.course, LAB)
     answers = _answers()
     record: dict = {"checks": {}, "feedback": {}}
     started = time.monotonic()

@@ -13,50 +13,23 @@ from __future__ import annotations
 
 import csv
 import os
-import shutil
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-import nbformat
 import psutil
 import pytest
 
-from bytes2logits.kit.labs import LABS, repo_root, tool_env
+from bytes2logits.kit.labs import LABS, tool_env
+from bytes2logits.kit.sampleclass import answer_cells, course_copy, submission, write_submission
 
 pytestmark = pytest.mark.slow
 
 LAB = LABS["lab01_tokenizers"]
 CELL_TIMEOUT = 4
 STUDENTS = ("alice", "bob", "dave", "frank")
-
-
-def _meta(cell):
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-def _answers() -> dict[str, str]:
-    sol = nbformat.read(LAB.source_notebook(), as_version=4)
-    # An honest learner's answer: the reference's logic in a cell that is not a copy of its source.
-    return {_meta(c)["grade_id"]: "# my answer\n_mine = True\n\n" + c.source
-            for c in sol.cells if _meta(c).get("solution")}
-
-
-def _notebook(answers: dict[str, str]):
-    nb = nbformat.read(LAB.release_notebook(), as_version=4)
-    for cell in nb.cells:
-        if _meta(cell).get("grade_id") in answers:
-            cell.source = answers[_meta(cell)["grade_id"]]
-    return nb
-
-
-def _write(root: Path, student: str, folder: str, nb, name: str | None = None) -> Path:
-    path = root / "submitted" / student / folder / (name or f"{LAB.name}.ipynb")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
-    return path
 
 
 def _grade(root: Path, *args: str, killer: threading.Thread | None = None) -> subprocess.CompletedProcess:
@@ -118,29 +91,22 @@ def _kill_a_worker_mid_task(found: list) -> threading.Thread:
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    root = tmp_path_factory.mktemp("class")
-    repo = repo_root()
-    shutil.copy(repo / "nbgrader_config.py", root / "nbgrader_config.py")
-    shutil.copytree(repo / "solutions" / LAB.name, root / "solutions" / LAB.name)
-    hidden = root / "tests" / "hidden"
-    shutil.copytree(repo / "tests" / "hidden" / LAB.name, hidden / LAB.name)
-    for helper in (repo / "tests" / "hidden").glob("*.py"):
-        shutil.copy(helper, hidden / helper.name)
-    good = _answers()
+    root = course_copy(tmp_path_factory.mktemp("class"), LAB)
+    good = answer_cells(LAB)
     partial = dict(good)
     # bob's decode drops invalid bytes instead of replacing them: the byte_tokenizer task is partly wrong.
     old = 'decode("utf-8", errors="replace")'
     assert old in good["answer_byte_tokenizer"], "fixture text not found in the reference answer"
     partial["answer_byte_tokenizer"] = good["answer_byte_tokenizer"].replace(old, 'decode("utf-8", errors="ignore")')
-    alice = _write(root, "alice", LAB.name, _notebook(good))
+    alice = write_submission(root, "alice", LAB, submission(LAB, good))
     # alice's work came through the exchange: nbgrader collect leaves these two files beside it.
     (alice.parent / "timestamp.txt").write_text("2026-12-01 10:00:00.000000 UTC")
     (alice.parent / "submission_secret.txt").write_text("a" * 128)
-    _write(root, "bob", LAB.name, _notebook(partial))
-    _write(root, "dave", LAB.name, _notebook(good))
-    _write(root, "dave", LAB.name, _notebook({}), name=f"{LAB.name}-Copy1.ipynb")
-    _write(root, "frank", LAB.name, _notebook({}))
-    _write(root, "erin", "lab01", _notebook(good))
+    write_submission(root, "bob", LAB, submission(LAB, partial))
+    write_submission(root, "dave", LAB, submission(LAB, good))
+    write_submission(root, "dave", LAB, submission(LAB, {}), name=f"{LAB.name}-Copy1.ipynb")
+    write_submission(root, "frank", LAB, submission(LAB, {}))
+    write_submission(root, "erin", LAB, submission(LAB, good), folder="lab01")
     first = _grade(root)
     return root, first
 
@@ -155,6 +121,10 @@ def test_strays_are_skipped_with_a_summary_and_the_rest_is_graded(course):
     summary = first.stdout.split("\nskipped (", 1)[1]
     assert f"submitted/dave/{LAB.name}/{LAB.name}-Copy1.ipynb: not graded" in summary
     assert "submitted/erin/lab01: not a lab's folder name: did you mean lab01_tokenizers?" in summary
+    # Progress is shown while the class is graded, not only when a step fails: the bar on stderr counts
+    # submissions, and ends at 4 of 4 with none failed.
+    assert "grading (1 worker process)" in first.stderr, first.stderr[-2000:]
+    assert "4/4" in first.stderr and "failed 0, remaining 0" in first.stderr, first.stderr[-2000:]
     with open(root / "grades.csv", newline="") as fh:
         exported = {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh)}
     assert exported == scores
@@ -166,8 +136,7 @@ def test_a_rerun_grades_only_what_changed(course):
     assert again.returncode == 0, again.stderr[-2000:]
     assert "0 submission(s) to grade" in again.stdout and "4 already graded and unchanged" in again.stdout
     (root / "submitted" / "frank" / LAB.name / f"{LAB.name}.ipynb").touch()  # a new time, the same bytes
-    nb = _notebook(_answers())
-    _write(root, "frank", LAB.name, nb)  # frank hands in a correct version
+    write_submission(root, "frank", LAB, submission(LAB, answer_cells(LAB)))  # frank hands in a correct version
     third = _grade(root)
     assert "1 submission(s) to grade" in third.stdout, third.stdout[-2000:]
     assert _scores(root)["frank"] == LAB.total_points

@@ -13,9 +13,11 @@ def pytest_addoption(parser):
 # Test files that take minutes, longest first. `make test` hands whole files to pytest-xdist workers in
 # collection order (--dist loadfile); collecting these first starts each worker on one of them at once,
 # instead of leaving one worker alone with the longest file at the end. Measured with --durations.
-# (Serial run on 2 cores: parity 440 s, the nbgrader cycle 350 s, labs 200 s, chapters 150 s, model 70 s.)
+# (Serial run on 2 cores: parity 440 s, the nbgrader cycle 350 s, labs 200 s, chapters 150 s, make grade's
+# workers 140 s, the JupyterHub class 100 s, PostgreSQL 110 s, model 70 s.)
 LONG_FILES = ("test_parity.py", "test_nbgrader_cycle.py", "test_labs.py", "test_course_notebooks.py",
-              "test_model.py", "test_gguf.py")
+              "test_grade_parallel.py", "test_gradebook_postgres.py", "test_classroom_hub.py", "test_model.py",
+              "test_gguf.py")
 
 
 # Hidden tests that prove nothing more when the suites run against the package reference (no --impl), so

@@ -452,3 +452,37 @@ def test_postgres_command_starts_prints_url_and_stops(tmp_path):
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "worker":
     sys.exit(worker_main(sys.argv[2], sys.argv[3], [int(n) for n in sys.argv[4:]]))
+
+
+def test_grade_command_grades_into_postgres_with_no_course_id_configured(server, tmp_path):
+    """``make grade GRADE_ARGS="--db postgresql://…"`` as the guide gives it, on a course whose configuration
+    names no course id: nbgrader's default ("") made PostgreSQL refuse the assignment, so the command failed
+    before grading anyone. It now grades into the course ``bytes2logits``, and the export equals the gradebook."""
+    import psycopg
+    from nbgrader.api import Gradebook
+
+    from bytes2logits.kit.gradebook import DEFAULT_COURSE_ID, resolve_db_url
+    from bytes2logits.kit.labs import LABS, tool_env
+    from bytes2logits.kit.sampleclass import answer_cells, course_copy, submission, write_submission
+
+    url = server[0]
+    admin = url.replace("/gradebook?", "/postgres?", 1)
+    with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:
+        conn.execute('CREATE DATABASE "grade_command"')
+    db = url.replace("/gradebook?", "/grade_command?", 1)
+    lab = LABS[LAB_NAME]
+    root = course_copy(tmp_path / "course", lab)
+    write_submission(root, "alice", lab, submission(lab, answer_cells(lab)))
+    write_submission(root, "frank", lab, submission(lab, {}))
+    env = tool_env(BYTES2LOGITS_GRADING_EXAMPLES="20")
+    env.pop("B2L_COURSE_ID", None)
+    cmd = [sys.executable, "-m", "bytes2logits", "grade", "--root", str(root), "--db", db, "--timeout", "4"]
+    result = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    with Gradebook(resolve_db_url(root, db), DEFAULT_COURSE_ID) as gb:
+        scores = {s.student.id: s.score for s in gb.find_assignment(LAB_NAME).submissions}
+    assert scores == {"alice": lab.total_points, "frank": 0}, (scores, result.stdout[-2000:])
+    with open(root / "grades.csv", newline="") as fh:
+        exported = {r["student_id"]: float(r["raw_score"]) for r in csv.DictReader(fh)}
+    assert exported == scores
+    assert not (root / "gradebook.db").exists(), "the command wrote a SQLite gradebook beside the server's"

@@ -5,8 +5,12 @@ from npm). Everything an instructor changes is an environment variable, so the t
 this same file (docs/instructor-guide.md, "A class on JupyterHub"):
 
 ==========================  ===========================================================================
-``B2L_HUB_PASSWORD``        the students' shared password (8 characters or more); required
-``B2L_HUB_ADMIN_PASSWORD``  the instructor's password (32 characters or more, not the students'); required
+``B2L_HUB_AUTHENTICATOR``   ``shared-password`` (default: one password for all students, another for the
+                            instructor; any student can log in as any other, so for a test or a demo only),
+                            ``pam`` (each user's own OS password), or an import string such as
+                            ``oauthenticator.GenericOAuthenticator`` (configure it in a file of your own)
+``B2L_HUB_PASSWORD``        with ``shared-password``: the students' password (8 characters or more); required
+``B2L_HUB_ADMIN_PASSWORD``  with ``shared-password``: the instructor's (32 characters or more); required
 ``B2L_HUB_INSTRUCTOR``      the instructor's user name, a Hub admin (default ``instructor``)
 ``B2L_HUB_STUDENTS``        the students' user names, comma-separated; nobody else can log in; required
 ``B2L_HUB_IP``              the address users connect to (default ``127.0.0.1``, loopback only)
@@ -16,9 +20,11 @@ this same file (docs/instructor-guide.md, "A class on JupyterHub"):
 ``B2L_HUB_STATE``           folder for the Hub's sqlite database, cookie secret and pid files (default:
                             the current folder)
 ``B2L_HUB_SPAWNER``         ``simple`` (default: every user is this OS user, one home each under
-                            ``B2L_HUB_HOMES``; for a test only), ``localprocess`` (one OS user per user),
-                            or an import string such as ``systemdspawner.SystemdSpawner``,
-                            ``dockerspawner.DockerSpawner`` or ``kubespawner.KubeSpawner``
+                            ``B2L_HUB_HOMES``; for a test only), ``localprocess`` (one OS user per user,
+                            which must exist; the Hub runs as root), or an import string such as
+                            ``systemdspawner.SystemdSpawner``; a container spawner (DockerSpawner,
+                            KubeSpawner) also needs the Hub and the servers off loopback (``hub_bind_url``,
+                            ``Spawner.ip``), which this file keeps on 127.0.0.1
 ``B2L_HUB_HOMES``           with ``simple``: the folder that holds one home per user (default ``/tmp``)
 ``B2L_EXCHANGE_ROOT``       nbgrader's exchange root as the single-user servers see it (default
                             ``/srv/nbgrader/exchange``); it must exist and be writable by all users
@@ -88,9 +94,11 @@ instructor = os.environ.get("B2L_HUB_INSTRUCTOR", "instructor")
 students = {s.strip() for s in _env("B2L_HUB_STUDENTS").split(",") if s.strip()}
 if instructor in students:
     raise SystemExit(f"{__file__}: B2L_HUB_INSTRUCTOR={instructor!r} is also listed in B2L_HUB_STUDENTS")
-c.JupyterHub.authenticator_class = "shared-password"
-c.SharedPasswordAuthenticator.user_password = _env("B2L_HUB_PASSWORD")
-c.SharedPasswordAuthenticator.admin_password = _env("B2L_HUB_ADMIN_PASSWORD")
+authenticator = os.environ.get("B2L_HUB_AUTHENTICATOR", "shared-password")
+c.JupyterHub.authenticator_class = authenticator
+if authenticator == "shared-password":
+    c.SharedPasswordAuthenticator.user_password = _env("B2L_HUB_PASSWORD")
+    c.SharedPasswordAuthenticator.admin_password = _env("B2L_HUB_ADMIN_PASSWORD")
 c.Authenticator.allowed_users = students | {instructor}
 c.Authenticator.admin_users = {instructor}
 
@@ -125,8 +133,9 @@ c.Spawner.environment = {
 }
 if spawner == "simple":
     # nbgrader names a submission after the OS user; here every user is the same OS user, so the student id
-    # is the Hub's user name instead. With one OS user per student (localprocess, systemd) or the container
-    # user `jovyan` (docker, kubernetes) nbgrader finds the right name itself and this is not set.
+    # is the Hub's user name instead. With one OS user per student (localprocess, systemd) nbgrader finds the
+    # right name itself, and so it does as the container user `jovyan` (docker, kubernetes), for which nbgrader
+    # reads $JUPYTERHUB_USER; this is not set then.
     c.Spawner.environment["B2L_NBGRADER_STUDENT_ID"] = _student_id
 
 # ---- the self-check service (python -m bytes2logits check-service), behind the Hub's authentication
@@ -145,11 +154,12 @@ if check_port:
     c.JupyterHub.load_roles = [
         # Every user may call the service with their own token; it learns who they are from the Hub.
         {"name": "user", "scopes": ["self", "access:services!service=b2l-check"]},
-        {"name": "b2l-check", "services": ["b2l-check"], "scopes": ["read:users:name"]},
     ]
     # The token in a student's server ($JUPYTERHUB_API_TOKEN, which `bytes2logits check --service` sends)
     # carries only these scopes: without the service's, every check is refused with 403.
     c.Spawner.server_token_scopes = ["users:activity!user", "access:servers!server",
                                      "access:services!service=b2l-check"]
-    hub_url = f"http://127.0.0.1:{os.environ.get('B2L_HUB_PORT', '8000')}"
+    # The servers reach the service through the proxy, at the address it listens on (loopback for 0.0.0.0).
+    proxy_ip = "127.0.0.1" if ip in ("", "0.0.0.0", "::") else ip
+    hub_url = f"http://{proxy_ip}:{_port('B2L_HUB_PORT', 8000)}"
     c.Spawner.environment["BYTES2LOGITS_CHECK_SERVICE"] = f"{hub_url}/services/b2l-check/"

@@ -178,10 +178,14 @@ def _write_stamps(root: Path, stamps: dict) -> None:
     os.replace(tmp, path)
 
 
-def _in_gradebook(db_url: str) -> set[tuple[str, str]]:
+def _gradebook(db_url: str, course_id: str):
     from nbgrader.api import Gradebook
 
-    with Gradebook(db_url) as gb:
+    return Gradebook(db_url, course_id) if course_id else Gradebook(db_url)
+
+
+def _in_gradebook(db_url: str, course_id: str) -> set[tuple[str, str]]:
+    with _gradebook(db_url, course_id) as gb:
         return {(s.assignment.name, s.student.id) for a in gb.assignments for s in a.submissions}
 
 
@@ -329,7 +333,7 @@ def grade_class(root: Path, labs: list[str] | None = None, timeout: int | None =
     in its status line, and so is whatever in ``submitted/`` is not a submission.
     """
     from . import sandbox
-    from .gradebook import resolve_db_url
+    from .gradebook import course_id_for, resolve_db_url
 
     try:
         print(f"submissions run in a {sandbox.describe()}", flush=True)
@@ -354,7 +358,10 @@ def grade_class(root: Path, labs: list[str] | None = None, timeout: int | None =
         print(f"error: no lab notebooks under {submitted}/<student>/<lab>/<lab>.ipynb", file=sys.stderr)
         _print_skipped(skipped)
         return 2
+    course_id = course_id_for(db_url)
     db_arg = [f"--CourseDirectory.db_url={db_url}"]
+    if course_id:
+        db_arg.append(f"--CourseDirectory.course_id={course_id}")
     scratch = ["--CourseDirectory.release_directory=build/release"]
     for lab in wanted:
         if _nbgrader(root, "generate_assignment", lab, "--force", *scratch, *db_arg).returncode:
@@ -364,13 +371,13 @@ def grade_class(root: Path, labs: list[str] | None = None, timeout: int | None =
     stamps = _read_stamps(root)
     inputs = {lab: _stamp_inputs(root, lab) for lab in wanted}
     digests = {(lab, sid): _submission_digest(root, lab, sid, inputs[lab]) for lab, sid in found}
-    known = set() if force else _in_gradebook(db_url)
+    known = set() if force else _in_gradebook(db_url, course_id)
     todo = [(lab, sid) for lab, sid in found
             if force or stamps.get(f"{lab}/{sid}") != digests[(lab, sid)] or (lab, sid) not in known
             or not feedback_page(root, lab, sid).is_file()]
     up_to_date = len(found) - len(todo)
     hidden = str(hidden_root().resolve())
-    tasks = [GradeTask(str(root), lab, sid, db_url, hidden, timeout) for lab, sid in todo]
+    tasks = [GradeTask(str(root), lab, sid, db_url, hidden, timeout, course_id) for lab, sid in todo]
     where = f"Dask at {dask}" if dask else f"{jobs} worker process{'es' if jobs > 1 else ''}"
     print(f"{len(tasks)} submission(s) to grade in {where}"
           + (f"; {up_to_date} already graded and unchanged (--force regrades them)" if up_to_date else ""),
@@ -411,7 +418,7 @@ def grade_class(root: Path, labs: list[str] | None = None, timeout: int | None =
         rel = page.relative_to(root / "feedback").parts
         problems[(rel[1], rel[0])] = "feedback withheld (it quoted a hidden suite)"
         print(f"warning: {leak}: feedback withheld", file=sys.stderr)
-    _print_scores(root, db_url, found, problems)
+    _print_scores(root, db_url, course_id, found, problems)
     _print_skipped(skipped)
     return 0
 
@@ -423,12 +430,13 @@ def _print_skipped(skipped: list[Skipped]) -> None:
             print(f"  {s.path}: {s.reason}")
 
 
-def _print_scores(root: Path, db_url: str, found: list[tuple[str, str]], problems: dict | None = None) -> None:
+def _print_scores(root: Path, db_url: str, course_id: str, found: list[tuple[str, str]],
+                  problems: dict | None = None) -> None:
     """One status line per submission: graded (score, flags) or not graded."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
     problems = problems or {}
-    with Gradebook(db_url) as gb:
+    with _gradebook(db_url, course_id) as gb:
         for lab in sorted({lab for lab, _ in found}):
             print(f"\n{lab}")
             for sid in sorted(s for la, s in found if la == lab):

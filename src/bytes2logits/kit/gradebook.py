@@ -113,11 +113,11 @@ def resolve_db_url(root: Path, db: str | None) -> str:
                      "PostgreSQL (postgresql://user@host/gradebook) or SQLite (sqlite:///path/gradebook.db)")
 
 
-def course_id_for(db_url: str) -> str:
-    """The nbgrader course id to grade into ``db_url`` with: ``$B2L_COURSE_ID`` when set (a class on JupyterHub
-    sets it), else nbgrader's own default (``""``) for SQLite, whose existing gradebooks were made with it,
-    else :data:`DEFAULT_COURSE_ID`, since a server database refuses assignments of an empty course id."""
-    configured = os.environ.get("B2L_COURSE_ID", "").strip()
+def course_id_for(db_url: str, configured: str = "") -> str:
+    """The nbgrader course id to grade into ``db_url`` with: the course's ``configured`` one when it has one
+    (``nbgrader_config.py``; a class on JupyterHub sets it through ``$B2L_COURSE_ID``), else nbgrader's own
+    default (``""``) for SQLite, whose existing gradebooks were made with it, else :data:`DEFAULT_COURSE_ID`,
+    since a server database refuses assignments of an empty course id."""
     if configured:
         return configured
     return "" if db_url.startswith("sqlite") else DEFAULT_COURSE_ID

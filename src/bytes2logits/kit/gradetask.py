@@ -26,7 +26,7 @@ import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["GradeTask", "feedback_page", "grade_submission_task", "quiet_worker"]
+__all__ = ["GradeTask", "course_config", "feedback_page", "grade_submission_task", "quiet_worker"]
 
 _LOCK = threading.Lock()
 
@@ -52,11 +52,16 @@ class GradeTask:
         return asdict(self)
 
 
-def _config(task: GradeTask):
+def course_config(root: str):
     """The course's nbgrader configuration, as the ``nbgrader`` command would load it in the course root."""
     from traitlets.config.loader import PyFileConfigLoader
 
-    cfg = PyFileConfigLoader("nbgrader_config.py", path=task.root).load_config()
+    return PyFileConfigLoader("nbgrader_config.py", path=root).load_config()
+
+
+def _config(task: GradeTask):
+    """The course's configuration with the task's gradebook, course id, notebook and time limit."""
+    cfg = course_config(task.root)
     cfg.CourseDirectory.root = task.root
     cfg.CourseDirectory.db_url = task.db_url
     if task.course_id:

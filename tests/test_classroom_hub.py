@@ -31,7 +31,6 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -39,7 +38,7 @@ import psutil
 import pytest
 
 from bytes2logits.kit.labs import LABS, repo_root, tool_env
-from bytes2logits.kit.sampleclass import answer_cells, course_copy
+from bytes2logits.kit.sampleclass import answer_cells, course_copy, hostile_byte_tokenizer
 
 pytestmark = pytest.mark.slow
 requests = pytest.importorskip("requests")
@@ -72,13 +71,9 @@ def _answers() -> dict[str, dict[str, str]]:
     partial = {**good, "answer_byte_tokenizer": good["answer_byte_tokenizer"].replace(
         old, 'decode("utf-8", errors="ignore")')}
     suite = repo_root() / "tests" / "hidden" / LAB.name / "test_byte_tokenizer.py"
-    attack = textwrap.indent(
-        f"import os, signal\ntry:\n    print(open({str(suite)!r}).read())\nexcept OSError:\n    pass\n"
-        "os.kill(os.getppid(), signal.SIGKILL)\n", " " * 8)
-    hostile = {**good, "answer_byte_tokenizer": (
-        "class ByteTokenizer:\n    def _attack(self, *args, **kwargs):\n" + attack
-        + "\n    encode = decode = decode_bytes = _attack\n\n    @property\n    def vocab_size(self):\n"
-        "        return self._attack()\n")}
+    attack = (f"import os, signal\ntry:\n    print(open({str(suite)!r}).read())\nexcept OSError:\n    pass\n"
+              "os.kill(os.getppid(), signal.SIGKILL)")
+    hostile = {**good, "answer_byte_tokenizer": hostile_byte_tokenizer(attack)}
     return {"alice": good, "bob": partial, "mallory": hostile}
 
 

@@ -19,7 +19,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 
@@ -30,6 +29,7 @@ from bytes2logits.kit import sandbox
 from bytes2logits.kit.build import BEGIN, END
 from bytes2logits.kit.grading import run_suite
 from bytes2logits.kit.labs import LABS, hidden_root, repo_root, tool_env
+from bytes2logits.kit.sampleclass import hostile_byte_tokenizer
 
 pytestmark = pytest.mark.slow
 
@@ -77,13 +77,6 @@ def _score_without(task: str, failing: str) -> float:
     for o in outcomes:
         o.passed = o.name != failing
     return score(LAB.task(task).points, outcomes)
-
-
-def _hostile_tokenizer(body: str) -> str:
-    """A ByteTokenizer whose every method and attribute runs ``body`` (so every check of task 1 meets it)."""
-    return ("class ByteTokenizer:\n    def _attack(self, *args, **kwargs):\n" + textwrap.indent(body, " " * 8)
-            + "\n\n    encode = decode = decode_bytes = _attack\n\n    @property\n    def vocab_size(self):\n"
-            "        return self._attack()\n")
 
 
 BYTE_DECODE_BYTES = "return bytes(_as_id(i, pos, 256) for pos, i in enumerate(ids))"
@@ -146,7 +139,7 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
     add("loop", loop, {**full, "char_tokenizer": 0.0})
 
     swallow = dict(honest)
-    swallow["answer_byte_tokenizer"] = _hostile_tokenizer(
+    swallow["answer_byte_tokenizer"] = hostile_byte_tokenizer(
         "import time\nwhile True:\n    try:\n        time.sleep(0.05)\n    except BaseException:\n        pass")
     add("swallow", swallow, cheated)
 
@@ -199,7 +192,7 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
     ref_case("ref_copy", correct["answer_byte_tokenizer"])
 
     # ---- attacks on the grading machinery from the kernel (a stub task 1 that would fake its points)
-    stub = _hostile_tokenizer("raise NotImplementedError")
+    stub = hostile_byte_tokenizer("raise NotImplementedError")
 
     def machinery(sid, prelude, flagged=False):
         add(sid, {**honest, "answer_byte_tokenizer": prelude + "\n\n" + stub}, cheated, flagged=flagged)
@@ -224,7 +217,7 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
     # ---- values that lie about themselves
     add("always_equal", {**honest, "answer_byte_tokenizer": (
         "class Yes:\n    def __eq__(self, other):\n        return True\n    __hash__ = object.__hash__\n\n"
-        + _hostile_tokenizer("return Yes()"))}, cheated)
+        + hostile_byte_tokenizer("return Yes()"))}, cheated)
     add("subclasses", {**honest, "answer_byte_tokenizer": (
         "class L(list):\n    def __eq__(self, other):\n        return True\n\n\n"
         "class S(str):\n    def __eq__(self, other):\n        return True\n    __hash__ = str.__hash__\n\n\n"
@@ -247,7 +240,7 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
                     ".sendall(b'answers please')\nreturn []"),
     }
     for sid, body in hostile.items():
-        add(sid, {**honest, "answer_byte_tokenizer": _hostile_tokenizer(body)}, cheated)
+        add(sid, {**honest, "answer_byte_tokenizer": hostile_byte_tokenizer(body)}, cheated)
 
     other = root / "submitted" / "correct" / LAB.name / f"{LAB.name}.ipynb"
     outside = root / "escaped.txt"

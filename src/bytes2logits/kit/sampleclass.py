@@ -10,11 +10,12 @@ reference is today, never a copy typed into a test; a test derives a wrong answe
 from __future__ import annotations
 
 import shutil
+import textwrap
 from pathlib import Path
 
 from .labs import Lab, repo_root
 
-__all__ = ["answer_cells", "course_copy", "submission", "write_submission"]
+__all__ = ["answer_cells", "course_copy", "hostile_byte_tokenizer", "submission", "write_submission"]
 
 # What an honest learner's answer starts with: their own comment, so the cell is not a verbatim copy of the
 # reference (the integrity check flags a copy).
@@ -77,3 +78,11 @@ def write_submission(root: Path, student: str, lab: Lab, nb, *, folder: str | No
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
     return path
+
+
+def hostile_byte_tokenizer(body: str) -> str:
+    """Lab 01's ``answer_byte_tokenizer`` cell as an attacker writes it: a ``ByteTokenizer`` whose every method
+    and attribute runs ``body`` (so every check of that task meets it)."""
+    return ("class ByteTokenizer:\n    def _attack(self, *args, **kwargs):\n" + textwrap.indent(body, " " * 8)
+            + "\n\n    encode = decode = decode_bytes = _attack\n\n    @property\n    def vocab_size(self):\n"
+            "        return self._attack()\n")

@@ -345,3 +345,18 @@ def test_scan_flags_the_reference_reached_through_a_setup_import(source, flagged
 
     findings = scan_cells(LABS["lab14_gguf_tokenizer"], [(3, source, "merges")])
     assert bool(findings) == flagged, findings
+
+
+def test_a_kernel_launcher_whose_parent_is_gone_exits_at_once(tmp_path):
+    """nbgrader's kernel goes through ``python -m bytes2logits.kit.sandbox --parent-pid PID``. A launcher whose
+    parent died while it started (a worker killed mid-submission) must not go on to start a kernel that
+    nothing will ever stop: it exits before the command runs (the command here would leave a file)."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "ran"
+    cmd = [sys.executable, "-m", "bytes2logits.kit.sandbox", "--scratch", str(tmp_path), "--parent-pid", "1",
+           "--", "touch", str(marker)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert not marker.exists()

@@ -71,7 +71,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         # The interrupt at a cell's time limit goes as a message: a signal would reach bwrap, not the kernel.
         self.kernel_spec.interrupt_mode = "message"
         prefix = [sys.executable, "-m", "bytes2logits.kit.sandbox", "--scratch", str(cwd), "--rw", str(self._box),
-                  "--"]
+                  "--parent-pid", str(os.getpid()), "--"]
         return await super()._async_launch_kernel(prefix + list(kernel_cmd), **kw)
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:

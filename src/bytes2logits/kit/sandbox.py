@@ -345,6 +345,23 @@ def _reap_stale_cgroups() -> None:
                         d.rmdir()
 
 
+def _die_with(parent: int) -> None:
+    """Be killed (SIGKILL) when ``parent``, the process that started this one, dies; exit now if it already has.
+
+    bwrap's ``--die-with-parent`` sets the same signal, but only once bwrap runs: a parent killed while this
+    launcher was still starting (nbgrader's worker, killed in the middle of a submission) left the kernel
+    running for good, reparented. The signal is kept across ``exec`` (bwrap is not set-user-ID here)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def exec_main(argv: list[str]) -> int:
     """``python -m bytes2logits.kit.sandbox --scratch DIR [--rw DIR]... -- CMD...``: become CMD, sandboxed.
 
@@ -356,11 +373,15 @@ def exec_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bytes2logits.kit.sandbox")
     parser.add_argument("--scratch", type=Path, required=True)
     parser.add_argument("--rw", type=Path, action="append", default=[])
+    parser.add_argument("--parent-pid", type=int, default=None,
+                        help="die with this process (the kernel manager's), even if it died while this started")
     parser.add_argument("cmd", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         parser.error("no command after --")
+    if args.parent_pid is not None:
+        _die_with(args.parent_pid)
     how = mode()
     _reap_stale_cgroups()
     # jupyter_client tells a kernel its parent's pid so that it exits when the parent does; in a new pid

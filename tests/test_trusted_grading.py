@@ -360,3 +360,47 @@ def test_a_kernel_launcher_whose_parent_is_gone_exits_at_once(tmp_path):
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1, result.stderr[-2000:]
     assert not marker.exists()
+
+
+def test_a_sandbox_still_starting_keeps_its_cgroups(tmp_path):
+    """A cgroup is empty from its creation until the sandbox's first process joins it. Another grader's clean-up
+    of stale cgroups, running at that instant, once removed it, and the sandbox then ran with no cap on its
+    processes (a fork bomb could take every pid of the machine). Only cgroups whose owner has exited go."""
+    import subprocess
+
+    if sandbox._cgroup_root("pids") is None:
+        pytest.skip("needs root and a cgroup-v1 pids hierarchy (as on CI)")
+    starting = sandbox._Cgroups(sandbox.Limits())
+    dead = subprocess.Popen(["true"])  # a pid that has exited: the owner of an orphaned cgroup
+    dead.wait()
+    orphan = sandbox._Cgroups(sandbox.Limits(), owner=dead.pid)
+    try:
+        assert starting.dirs and orphan.dirs
+        sandbox._reap_stale_cgroups()
+        assert all(d.is_dir() for d in starting.dirs), "the clean-up removed a cgroup its owner is still setting up"
+        assert not any(d.exists() for d in orphan.dirs), "an empty cgroup whose owner exited was left behind"
+    finally:
+        starting.remove()
+        orphan.remove()
+
+
+def test_a_closed_channel_never_writes_to_a_reused_descriptor(tmp_path):
+    """Killing a worker closes the grader's ends of its pipes. A later send (an error reply on the way out)
+    must fail as PeerGone, not write into whatever file the kernel has since given the same number."""
+    from bytes2logits.kit.wire import Channel, PeerGone
+
+    r, w = os.pipe()
+    channel = Channel(r, w)
+    channel.close()
+    innocent = os.open(tmp_path / "innocent", os.O_RDWR | os.O_CREAT)
+    os.dup2(innocent, w)  # the file now holds both numbers the channel had
+    os.dup2(innocent, r)
+    try:
+        with pytest.raises(PeerGone):
+            channel.send(b"stale")
+        with pytest.raises(PeerGone):
+            channel.recv()
+    finally:
+        for fd in {innocent, r, w}:
+            os.close(fd)
+    assert (tmp_path / "innocent").read_bytes() == b""

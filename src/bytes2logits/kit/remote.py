@@ -78,8 +78,8 @@ class _Process:
         finally:
             os.close(c_r)
             os.close(c_w)
-        self.fds = (p_r, p_w)
-        self.ep = Endpoint(Channel(p_r, p_w), GuardedPolicy())
+        self.channel = Channel(p_r, p_w)
+        self.ep = Endpoint(self.channel, GuardedPolicy())
         self.ep.on_lost = on_lost
         # The grader's own str subclasses (a test's "sneaky" inputs) reach the learner as plain values:
         # the learner's answers come back as exact types whatever they were given.
@@ -95,9 +95,7 @@ class _Process:
         self.alive = False
         self.ep.closed = True
         self.box.kill()
-        for fd in self.fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self.channel.close()
 
 
 _DEFAULT_LIMITS = sandbox.Limits()

@@ -26,6 +26,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import uuid
 import warnings
 from dataclasses import dataclass
@@ -143,9 +144,11 @@ class _Cgroups:
         self.dirs = []
         return self
 
-    def __init__(self, limits: Limits):
+    def __init__(self, limits: Limits, owner: int | None = None):
         self.dirs: list[Path] = []
-        name = uuid.uuid4().hex[:12]
+        # The owner's pid leads the name: another sandbox's clean-up removes an empty cgroup only once its
+        # owner is gone, never one that a sandbox still starting has made and not yet joined.
+        name = f"{owner or os.getpid()}-{uuid.uuid4().hex[:12]}"
         for controller, files in (("pids", {"pids.max": str(limits.processes)}),
                                   ("memory", {"memory.limit_in_bytes": str(limits.memory)})):
             root = _cgroup_root(controller)
@@ -229,21 +232,30 @@ class Sandboxed:
     def __init__(self, proc: subprocess.Popen, cgroups: _Cgroups, info_fd: int | None, isolation: str):
         self.proc, self._cgroups, self._info_fd, self.isolation = proc, cgroups, info_fd, isolation
         self._pid: int | None = None if info_fd is not None else proc.pid
+        # inner_pid and kill may run on different threads: the info pipe is closed exactly once, under
+        # this lock (closing a descriptor twice can close whatever file was given its number in between).
+        self._lock = threading.Lock()
+
+    def _close_info(self) -> None:
+        if self._info_fd is not None:
+            with _suppress():
+                os.close(self._info_fd)
+            self._info_fd = None
 
     def inner_pid(self) -> int | None:
         """The outer pid of the sandboxed program itself (for reading its memory from /proc)."""
-        if self._pid is None and self._info_fd is not None:
-            try:
-                raw = os.read(self._info_fd, 4096)
-                child = int(json.loads(raw)["child-pid"])
-                kids = Path(f"/proc/{child}/task/{child}/children").read_text().split()
-                self._pid = int(kids[0]) if kids else child
-            except (OSError, ValueError, KeyError, IndexError):
-                self._pid = None
-            finally:
-                os.close(self._info_fd)
-                self._info_fd = None
-        return self._pid
+        with self._lock:
+            if self._pid is None and self._info_fd is not None:
+                try:
+                    raw = os.read(self._info_fd, 4096)
+                    child = int(json.loads(raw)["child-pid"])
+                    kids = Path(f"/proc/{child}/task/{child}/children").read_text().split()
+                    self._pid = int(kids[0]) if kids else child
+                except (OSError, ValueError, KeyError, IndexError):
+                    self._pid = None
+                finally:
+                    self._close_info()
+            return self._pid
 
     def kill(self) -> None:
         with _suppress():
@@ -257,10 +269,8 @@ class Sandboxed:
         except subprocess.TimeoutExpired:  # pragma: no cover - a kill that did not take
             pass
         self._cgroups.remove()
-        if self._info_fd is not None:
-            with _suppress():
-                os.close(self._info_fd)
-            self._info_fd = None
+        with self._lock:
+            self._close_info()
 
 
 def _bwrap_args(scratch: Path, writable: tuple[Path, ...] = (), info_fd: int | None = None) -> list[str]:
@@ -332,14 +342,33 @@ def launch(argv: list[str], *, scratch: Path, pass_fds: tuple[int, ...] = (), en
     return Sandboxed(proc, cgroups, None, "fallback")
 
 
+def _owner_alive(name: str) -> bool:
+    """Whether the process that made cgroup ``name`` (``<pid>-<id>``) still runs; unknown names count as gone."""
+    pid = name.split("-", 1)[0]
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, OverflowError):  # gone, or an older name that was all digits
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _reap_stale_cgroups() -> None:
-    """Remove the empty cgroups of sandboxes that ended without cleaning up (``exec`` ones cannot)."""
+    """Remove the empty cgroups of sandboxes that ended without cleaning up (``exec`` ones cannot).
+
+    Only those whose owner has exited: a cgroup is empty between its creation and the moment the sandbox's
+    first process joins it, and removing it then (another grader's clean-up, running at the same instant)
+    left that sandbox with no cap on its processes or memory: a fork bomb could then take the machine's pids.
+    """
     for controller in ("pids", "memory"):
         root = _cgroup_root(controller)
         if root is None:
             continue
         for d in root.iterdir():
-            if d.is_dir():
+            if d.is_dir() and not _owner_alive(d.name):
                 with _suppress():
                     if not (d / "cgroup.procs").read_text().strip():
                         d.rmdir()

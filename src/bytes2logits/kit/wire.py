@@ -364,7 +364,20 @@ class Channel:
         self.rfd, self.wfd, self.max_message = rfd, wfd, max_message
         os.set_blocking(self.rfd, True)
 
+    def close(self) -> None:
+        """Close both descriptors; later sends and reads raise PeerGone instead of reaching a file that has
+        since been given the same number."""
+        fds, self.rfd, self.wfd = (self.rfd, self.wfd), -1, -1
+        for fd in fds:
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
     def send(self, payload: bytes) -> None:
+        if self.wfd < 0:
+            raise PeerGone("the channel is closed")
         data = _U32.pack(len(payload)) + payload
         view = memoryview(data)
         try:
@@ -377,6 +390,8 @@ class Channel:
     def _read(self, n: int, deadline: float | None) -> bytes:
         chunks, got = [], 0
         while got < n:
+            if self.rfd < 0:
+                raise PeerGone("the channel is closed")
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:

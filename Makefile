@@ -23,6 +23,10 @@ CHAT_ARGS ?=
 PYTEST_ARGS ?=
 # pytest-xdist workers: one per core, at most 4 (each holds its own models and notebook kernels in memory).
 # Whole test files go to one worker (--dist loadfile), so a module's expensive fixture is built once.
+# --no-loadscope-reorder keeps tests/conftest.py's order (the longest files first; xdist would otherwise
+# sort files by their number of tests). --max-worker-restart 0: a worker that dies fails the run at once,
+# naming the test it was running and how it died (tests/conftest.py); pytest-xdist 3.8 can hang for good
+# after replacing a crashed worker under --dist loadfile (pytest-xdist issues 1323, 1327).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 LAB      ?= lab01
 # Jupyter refuses to run as root without this flag (CI and containers run as root).
@@ -133,7 +137,8 @@ lab: assets
 	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" $(ROOT_FLAG) $(LAB_ARGS)
 
 test: assets lint browser hub-proxy
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --max-worker-restart 0 \
+	  $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check src tests tools benchmarks

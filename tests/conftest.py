@@ -75,3 +75,47 @@ def _browser_fixture():
 
 
 browser = _browser_fixture()
+
+
+def _machine_state() -> str:
+    """What the kernel says about memory and processes now: the usual suspects when a worker vanishes."""
+    import os
+    from pathlib import Path
+
+    facts = []
+    try:
+        vmstat = dict(line.split() for line in Path("/proc/vmstat").read_text().splitlines())
+        facts.append(f"oom_kill={vmstat.get('oom_kill', '?')}")
+        mem = {line.split(":")[0]: line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()}
+        facts.append(f"MemAvailable={int(mem['MemAvailable']) // 1024} MiB")
+        facts.append(f"processes={sum(1 for p in os.listdir('/proc') if p.isdigit())}"
+                     f" of pid_max={Path('/proc/sys/kernel/pid_max').read_text().strip()}")
+    except (OSError, KeyError, ValueError) as e:
+        facts.append(f"(could not read /proc: {e})")
+    return ", ".join(facts)
+
+
+def pytest_testnodedown(node, error):
+    """When a pytest-xdist worker dies, say how: its exit status or the signal that killed it, and the state
+    of the machine. (xdist itself names the test it was running and reports that test failed; `make test`
+    passes --max-worker-restart 0, so the run stops there rather than retrying.)"""
+    if not error:
+        return
+    import signal
+    import sys
+    import time
+
+    popen = getattr(getattr(getattr(node, "gateway", None), "_io", None), "popen", None)
+    status = None
+    if popen is not None:
+        deadline = time.monotonic() + 5
+        while (status := popen.poll()) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if status is None:
+        how = "its exit status is unknown (still running, or not a local process)"
+    elif status < 0:
+        how = f"it was killed by {signal.Signals(-status).name}"
+    else:
+        how = f"it exited with status {status}"
+    gw = getattr(getattr(node, "gateway", None), "id", "?")
+    print(f"\n[{gw}] worker down ({error}): {how}; {_machine_state()}", file=sys.stderr, flush=True)

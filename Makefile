@@ -48,7 +48,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=$(call cpu_has,avx) -DGGML_AVX2
   -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 BENCH_STAMP := $(VENV)/.bytes2logits-bench-installed
 
-.PHONY: setup python sandbox browser hub-proxy assets lab test lint smoke labs start check grade bench chat site clean help
+.PHONY: setup python sandbox browser hub-proxy assets lab test lint smoke labs start check grade bench bench-class chat site clean help
 
 help:
 	@echo "make lab     set up (if needed) and start JupyterLab at the repo root"
@@ -62,6 +62,7 @@ help:
 	@echo "make grade   run the nbgrader cycle for a class (JOBS=2: two worker processes; see docs/instructor-guide.md)"
 	@echo "make chat    chat with SmolLM2-135M-Instruct in the terminal (CHAT_ARGS=\"-p 'Hi' --greedy\")"
 	@echo "make bench   speed ratios against llama.cpp and gguf-py (installs llama-cpp-python once)"
+	@echo "make bench-class   (instructors) submissions graded per minute: serial nbgrader, JOBS=2, Dask (20 min)"
 	@echo "make site    build the static course site into build/site/html (executes every chapter; see docs/site.md)"
 
 setup: $(STAMP) sandbox
@@ -174,6 +175,12 @@ $(BENCH_STAMP): $(STAMP) Makefile
 
 bench: assets $(BENCH_STAMP)
 	$(BIN)/python benchmarks/run.py
+
+# A class of STUDENTS lab 01 submissions graded four ways (serial nbgrader, one worker, JOBS workers, a local
+# Dask cluster of JOBS workers): submissions per minute and the ratios to serial nbgrader. About 20 minutes.
+STUDENTS ?= 60
+bench-class: assets
+	$(BIN)/python benchmarks/bench_class_grading.py --students $(STUDENTS) --jobs $(or $(JOBS),2)
 
 # The static course site: every chapter executed, rendered by Sphinx + myst-nb into build/site/html.
 site: assets

@@ -135,6 +135,7 @@ def test_a_rerun_grades_only_what_changed(course):
     again = _grade(root)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "0 submission(s) to grade" in again.stdout and "4 already graded and unchanged" in again.stdout
+    assert "grading (" not in again.stderr, "a progress bar for nothing to grade"
     (root / "submitted" / "frank" / LAB.name / f"{LAB.name}.ipynb").touch()  # a new time, the same bytes
     write_submission(root, "frank", LAB, submission(LAB, answer_cells(LAB)))  # frank hands in a correct version
     third = _grade(root)

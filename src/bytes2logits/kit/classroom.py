@@ -196,8 +196,9 @@ class _Progress:
         from tqdm.auto import tqdm
 
         self.failed = 0
+        # No bar for nothing to do: the line before it has said so.
         self.bar = tqdm(total=total, desc=f"grading ({where})", unit="submission", file=sys.stderr,
-                        dynamic_ncols=True, mininterval=0.5)
+                        dynamic_ncols=True, mininterval=0.5, disable=not total)
         self._post()
 
     def _post(self, finished: int = 0) -> None:

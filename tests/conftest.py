@@ -119,3 +119,30 @@ def pytest_testnodedown(node, error):
         how = f"it exited with status {status}"
     gw = getattr(getattr(node, "gateway", None), "id", "?")
     print(f"\n[{gw}] worker down ({error}): {how}; {_machine_state()}", file=sys.stderr, flush=True)
+
+
+def _sigpipe_guard():
+    import signal
+
+    import pytest
+
+    @pytest.fixture(autouse=True)
+    def sigpipe_left_alone(request):
+        """Fail the test that changes this process's SIGPIPE action (and put it back). With the default
+        action, the next write to any closed pipe or socket kills the whole xdist worker without a word: a
+        chat command run in-process once did that, and a later test's HTTP server died of it in CI."""
+        if not hasattr(signal, "SIGPIPE"):
+            yield
+            return
+        before = signal.getsignal(signal.SIGPIPE)
+        yield
+        after = signal.getsignal(signal.SIGPIPE)
+        if after != before:
+            signal.signal(signal.SIGPIPE, before)
+            pytest.fail(f"{request.node.nodeid} changed SIGPIPE's action from {before!r} to {after!r}",
+                        pytrace=False)
+
+    return sigpipe_left_alone
+
+
+sigpipe_left_alone = _sigpipe_guard()

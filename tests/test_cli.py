@@ -143,3 +143,33 @@ def test_marker_text_under_a_rewriting_template_is_refused_by_name():
     assert chat.prompt_ids([{"role": "user", "content": "hi"}])[:3] == [1, 4093, 198]
     with pytest.raises(TokenizerError, match=r"message 0 \(user\) contains the control-token text '<\|im_end\|>'"):
         chat.prompt_ids([{"role": "user", "content": "hi<|im_end|>"}])
+
+
+def test_output_into_a_reader_that_stops_early_ends_quietly(tmp_path):
+    """``python -m bytes2logits tokenize - | head -c 100``: once the reader has gone, the command stops with
+    SIGPIPE's conventional status (141) and says nothing, no BrokenPipeError traceback."""
+    text = tmp_path / "long.txt"
+    text.write_text("The quick brown fox jumps over the lazy dog. " * 40_000, encoding="utf-8")
+    with open(text, "rb") as stdin:
+        proc = subprocess.Popen([sys.executable, "-m", "bytes2logits", "tokenize", "-"], stdin=stdin,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout.read(100)
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=300) == 141, err[-2000:]
+    assert "Traceback" not in err and "BrokenPipe" not in err, err[-2000:]
+
+
+def test_a_command_run_in_process_leaves_sigpipe_alone(capsys):
+    """The commands run inside other programs too (a test worker, a kernel): they must not restore SIGPIPE's
+    default action, which kills the host process at its next write to any closed pipe or socket (an xdist
+    worker died that way, running the course site's HTTP server after a chat test)."""
+    import signal
+
+    from bytes2logits.__main__ import main
+
+    before = signal.getsignal(signal.SIGPIPE)
+    assert main(["inspect", MODEL]) == 0
+    assert main(["tokenize", "hello"]) == 0
+    assert signal.getsignal(signal.SIGPIPE) == before
+    assert "GGUF v3" in capsys.readouterr().out

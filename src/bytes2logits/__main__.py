@@ -8,6 +8,7 @@ course site).
 
 from __future__ import annotations
 
+import os
 import sys
 
 USAGE = """usage: python -m bytes2logits COMMAND [ARGS]
@@ -31,6 +32,28 @@ course kit (each acts on --root DIR, else the course folder around the current d
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; when its output goes to a reader that stops early (``| head``), exit quietly.
+
+    A closed pipe is handled here, as an exception, rather than by restoring SIGPIPE's default action: that
+    action kills the whole process at the next write to any closed pipe or socket, and a command run inside
+    another program (a test worker, a notebook's kernel) once took that program down with it.
+    """
+    try:
+        code = _dispatch(argv)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # Nothing more can be written; point stdout at /dev/null so that the interpreter's own flush at
+        # exit does not raise again, and exit as a Unix tool killed by SIGPIPE does (128 + 13).
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 141
+
+
+def _dispatch(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 
 from ..errors import ContextFullError, GGUFError, TemplateError, TokenizerError
@@ -19,12 +18,6 @@ def _default_model() -> str:
     return str(assets.path("smollm2"))
 
 
-def _quiet_pipe() -> None:
-    """Exit quietly when the output is piped into a command that stops reading (``| head``)."""
-    if hasattr(signal, "SIGPIPE"):
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-
-
 def _fail(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return 1
@@ -35,7 +28,6 @@ def inspect_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bytes2logits inspect", description=inspect_main.__doc__)
     p.add_argument("file", help="a .gguf file")
     args = p.parse_args(argv)
-    _quiet_pipe()
     from .gguf import GGUFReader, format_summary
 
     try:
@@ -58,7 +50,6 @@ def tokenize_main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     from .tokenizer import Tokenizer
 
-    _quiet_pipe()
     if args.text == "-":
         raw = sys.stdin.buffer.read()
         try:
@@ -111,7 +102,6 @@ def chat_main(argv: list[str]) -> int:
                         "(default 0 = off; same answer under --greedy, faster when the answer quotes the prompt)")
     p.add_argument("--verbose", action="store_true", help="show prompt tokens and prefill/decode speeds")
     args = p.parse_args(argv)
-    _quiet_pipe()
     if args.max_tokens <= 0:
         return _fail(f"--max-tokens must be positive, got {args.max_tokens}")
     if any(not s for s in args.stop):

@@ -136,12 +136,34 @@ def test_a_plain_ipywidget_degrades_to_its_saved_view_with_the_kernel_note():
     assert (done.degraded, done.static, done.anywidgets) == (1, 0, 0)
 
 
-def test_a_progress_bar_is_shown_static_without_the_note():
-    nb = _notebook([_widget_output("bar")], INTERACT_STATE)
+def test_a_progress_bar_is_dropped_from_the_page_and_the_rest_kept():
+    """A tqdm bar on a kernel-free page is frozen wherever its last refresh caught it: it is removed, and the
+    cell's other outputs stay, in order."""
+    printed = {"output_type": "stream", "name": "stdout", "text": "trained 10 merges\n"}
+    nb = _notebook([_widget_output("bar"), printed], INTERACT_STATE)
     done = site.prepare_notebook(nb, base="course", doc="chapters/08.ipynb", site_docs={})
-    shown = nb["cells"][0]["outputs"][0]["data"]["text/html"]
-    assert "train_bpe: 100%" in shown and "<progress" in shown and site.KERNEL_NOTE not in shown
-    assert done.static == 1
+    assert nb["cells"][0]["outputs"] == [printed]
+    assert (done.dropped, done.static, done.degraded) == (1, 0, 0)
+    assert not site.progress_only("box", INTERACT_STATE)  # a slider beside an output is not a progress bar
+
+
+def test_the_site_runs_the_capstone_on_the_solutions_and_says_so():
+    """On the site, chapter 17's capstone would run the blank releases ("Not yet. lab 13 ..."): the page runs
+    the solutions instead, with a note above the cell; every edit's text must still be in its chapter."""
+    import nbformat
+
+    for stem, edits in site.SITE_EDITS.items():
+        nb = nbformat.read(ROOT / "course" / f"{stem}.ipynb", as_version=4)
+        before = len(nb.cells)
+        changed = site.apply_site_edits(nb, stem)
+        assert changed >= len(edits) and len(nb.cells) == before + changed
+        for old, new in edits:
+            cells = [i for i, c in enumerate(nb.cells) if new in c.source]
+            assert cells and not any(old in c.source for c in nb.cells if c.cell_type == "code")
+            assert all(nb.cells[i - 1].source == site.SITE_EDIT_NOTE for i in cells)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)")])
+    with pytest.raises(site.SiteError, match="17_generation: no code cell holds"):
+        site.apply_site_edits(nb, "17_generation")
 
 
 def test_a_widget_without_saved_state_shows_its_text_with_the_note():
@@ -430,3 +452,61 @@ def test_every_internal_link_answers_200(built, server, browser):
         if status != 200:
             bad.append(f"{where} -> {url}: HTTP {status}")
     assert not bad, "\n".join(bad)
+
+
+_CONTRAST_JS = """() => {
+  const rgba = c => (c.match(/[\\d.]+/g) || ["0", "0", "0", "0"]).map(Number);
+  const lum = c => {
+    const [r, g, b] = rgba(c).slice(0, 3).map(v => {
+      v /= 255;
+      return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4);
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const opaque = c => { const v = rgba(c); return v.length < 4 || v[3] > 0.5; };
+  const backdrop = el => {
+    for (let e = el; e; e = e.parentElement) {
+      const c = getComputedStyle(e).backgroundColor;
+      if (opaque(c)) return c;
+    }
+    return "rgb(255, 255, 255)";
+  };
+  const bad = [];
+  for (const scope of document.querySelectorAll("div.cell_output, .b2l-kernel-note")) {
+    const walk = document.createTreeWalker(scope, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      const el = n.parentElement, text = n.textContent.trim();
+      if (!text || !el.getClientRects().length || getComputedStyle(el).visibility === "hidden") continue;
+      if (el.closest(":disabled")) continue;  // WCAG exempts inactive controls (the stepper's back at step 1)
+      const fg = getComputedStyle(el).color, bg = backdrop(el);
+      const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+      const ratio = (a + 0.05) / (b + 0.05);
+      if (ratio < 4.5) bad.push(`${ratio.toFixed(2)}: ${fg} on ${bg}: ${text.slice(0, 40)}`);
+    }
+  }
+  return bad;
+}"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_outputs_are_readable_in_light_and_dark_mode(built, server, browser, shots, mode):
+    """Every piece of text in a chapter's outputs (token tables, the stepper, printed text, the kernel note) has
+    a WCAG AA contrast (4.5:1) with what is behind it, in the theme's light mode and in its dark mode. The
+    outputs are drawn for a light page; in dark mode, light text on their light panels was unreadable."""
+    watched = Watched(browser, server)
+    report = []
+    try:
+        for stem in built.chapters:
+            page = watched.open(f"chapters/{stem}.html")
+            page.evaluate("m => { document.documentElement.dataset.theme = m; "
+                          "document.documentElement.dataset.mode = m; }", mode)
+            page.wait_for_timeout(200)
+            bad = page.evaluate(_CONTRAST_JS)
+            if bad:
+                page.screenshot(path=str(shots / f"{stem}-{mode}-contrast-FAILED.png"), full_page=True)
+            report += [f"{stem} ({mode}): {line}" for line in bad[:15]] + (
+                [f"{stem} ({mode}): ... {len(bad) - 15} more"] if len(bad) > 15 else [])
+    finally:
+        watched.close()
+    assert not report, "\n".join(report)

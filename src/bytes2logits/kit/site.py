@@ -17,7 +17,7 @@ Widgets: a course anywidget (:class:`bytes2logits.kit.anywidgets.CourseWidget`) 
 kernel-free ``text/html`` form that ``static_host.js`` brings to life, so its widget view is dropped and the
 HTML kept. Any other widget (plain ipywidgets) cannot run without a kernel: it is replaced by its static view,
 drawn from the widget state nbclient saved in the notebook (:func:`static_widget_html`), with a note that says
-where it runs.
+where it runs. A progress bar (tqdm's) only told how long the cell took: it is left off the page.
 """
 
 from __future__ import annotations
@@ -56,6 +56,36 @@ KERNEL_NOTE = ('<p class="b2l-kernel-note">This widget needs a running kernel: o
 
 class SiteError(RuntimeError):
     """The site cannot be built, or what was built fails a check (the message says which and where)."""
+
+
+# Cells the site runs differently from a learner's JupyterLab, each said on the page. Chapter 17's capstone
+# runs the learner's labs 13-17; on the site those would be the blank releases ("Not yet. lab 13 ..."), so
+# the page runs the instructor's solutions and shows a finished engine's answer. The build fails if a
+# chapter no longer holds the text to change.
+SITE_EDITS: dict[str, list[tuple[str, str]]] = {
+    "17_generation": [('capstone.assemble(where="labs"', 'capstone.assemble(where="solutions"')],
+}
+SITE_EDIT_NOTE = ("*On this page, the cell below runs the instructor's solutions (`where=\"solutions\"`), so that "
+                  "you can see what a finished engine says. In JupyterLab it runs your own labs "
+                  "(`where=\"labs\"`).*")
+
+
+def apply_site_edits(nb, stem: str) -> int:
+    """Make ``SITE_EDITS[stem]`` in notebook ``nb`` (in place), each changed cell preceded by a markdown note.
+
+    Returns the number of cells changed; raises :class:`SiteError` naming an edit whose text is not found."""
+    import nbformat
+
+    changed = 0
+    for old, new in SITE_EDITS.get(stem, []):
+        hits = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and old in c.source]
+        if not hits:
+            raise SiteError(f"{stem}: no code cell holds {old!r} (kit/site.py SITE_EDITS is out of date)")
+        for i in reversed(hits):
+            nb.cells[i].source = nb.cells[i].source.replace(old, new)
+            nb.cells.insert(i, nbformat.v4.new_markdown_cell(SITE_EDIT_NOTE))
+            changed += 1
+    return changed
 
 
 # --------------------------------------------------------------------------------------------- the course map
@@ -278,13 +308,41 @@ def static_widget_html(model_id: str, models: dict, _depth: int = 0) -> tuple[st
     return f'<span>{label}<input type="text" disabled value="{html.escape(shown, quote=True)}"></span>', True
 
 
+def progress_only(model_id: str, models: dict, _depth: int = 0) -> bool:
+    """Whether widget ``model_id`` is a progress bar and its captions only (what ``tqdm.auto`` draws).
+
+    Such a view records how long a cell took while it ran; on a page it is a bar frozen wherever its last
+    refresh caught it (96%, or hidden in JupyterLab once a ``leave=False`` bar closed), so the site drops it.
+    """
+    def walk(mid: str, depth: int) -> tuple[bool, bool]:  # (only bars, boxes and text; holds a bar)
+        model = models.get(mid)
+        if model is None or depth > 50:
+            return False, False
+        name = model.get("model_name", "")
+        if name in ("FloatProgressModel", "IntProgressModel"):
+            return True, True
+        if name in ("HTMLModel", "HTMLMathModel", "LabelModel"):
+            return True, False
+        if name in _BOXES:
+            ok, bar = True, False
+            for child in model.get("state", {}).get("children", []):
+                c_ok, c_bar = walk(_ref(child) or "", depth + 1)
+                ok, bar = ok and c_ok, bar or c_bar
+            return ok, bar
+        return False, False
+
+    ok, bar = walk(model_id, _depth)
+    return ok and bar
+
+
 @dataclass
 class Prepared:
     """What :func:`prepare_notebook` changed in one notebook."""
 
     anywidgets: int = 0
     degraded: int = 0  # widgets replaced by their static view with the kernel note
-    static: int = 0  # widgets replaced by their static view, nothing to interact with (progress bars)
+    static: int = 0  # widgets replaced by their static view, nothing to interact with
+    dropped: int = 0  # progress bars (tqdm's), removed from the page
 
 
 def _joined(value) -> str:
@@ -296,6 +354,7 @@ def prepare_notebook(nb: dict, *, base: str, doc: str, site_docs: dict[str, str]
     """Make an executed notebook ready for a kernel-free page, in place.
 
     * a course anywidget's output keeps its ``text/html`` (``div.b2l-anywidget``) and loses the widget view;
+    * a progress bar and its captions (:func:`progress_only`) is removed;
     * any other widget output becomes its static view (:func:`static_widget_html`) followed by
       :data:`KERNEL_NOTE` when it holds a control, or its ``text/plain`` when no state was saved;
     * the saved widget state is removed (nothing on the page reads it);
@@ -310,13 +369,19 @@ def prepare_notebook(nb: dict, *, base: str, doc: str, site_docs: dict[str, str]
             continue
         if cell["cell_type"] != "code":
             continue
+        kept = []
         for out in cell.get("outputs", []):
+            kept.append(out)
             data = out.get("data")
             if not data or WIDGET_VIEW not in data:
                 continue
             view = data.pop(WIDGET_VIEW)
             if "b2l-anywidget" in _joined(data.get("text/html")):
                 done.anywidgets += 1
+                continue
+            if progress_only(view.get("model_id", ""), models):
+                kept.pop()
+                done.dropped += 1
                 continue
             shown, live = static_widget_html(view.get("model_id", ""), models)
             if not shown:
@@ -328,6 +393,8 @@ def prepare_notebook(nb: dict, *, base: str, doc: str, site_docs: dict[str, str]
             else:
                 done.static += 1
                 data["text/html"] = f'<div class="b2l-static">{shown}</div>'
+        if "outputs" in cell:
+            cell["outputs"] = kept
     meta.pop("widgets", None)
     return done
 
@@ -565,6 +632,7 @@ def _execute(chapters: list[Chapter], dest: Path, jobs: int, timeout: int) -> di
         async def one(ch: Chapter):
             async with gate:
                 nb = nbformat.read(ch.path, as_version=4)
+                apply_site_edits(nb, ch.stem)
                 client = NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
                                         resources={"metadata": {"path": str(ch.path.parent)}})
                 start = time.perf_counter()
@@ -761,9 +829,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     degraded = sum(p.degraded for p in built.widgets.values())
     live = sum(p.anywidgets for p in built.widgets.values())
+    bars = sum(p.dropped for p in built.widgets.values())
     if built.warnings:
         print(f"site: {len(built.warnings)} Sphinx warning(s), in {out / 'sphinx-warnings.txt'}", file=sys.stderr)
     print(f"site: {built.pages} pages ({len(built.chapters)} chapters, {len(built.labs)} labs; {live} live "
-          f"widget(s), {degraded} shown static with the kernel note) in {built.seconds:.0f} s -> "
+          f"widget(s), {degraded} shown static with the kernel note, {bars} progress bar(s) left off) in "
+          f"{built.seconds:.0f} s -> "
           f"{built.html / 'index.html'}")
     return 0

@@ -510,3 +510,21 @@ def test_outputs_are_readable_in_light_and_dark_mode(built, server, browser, sho
     finally:
         watched.close()
     assert not report, "\n".join(report)
+
+
+@pytest.mark.slow
+def test_printed_output_wraps_instead_of_running_off_the_column(built, server, browser):
+    """A printed line wider than the page's column wraps, as in JupyterLab, rather than being cut at the
+    column's edge behind a scrollbar most browsers hide (chapter 03 prints several such lines)."""
+    watched = Watched(browser, server)
+    report = []
+    try:
+        for stem in built.chapters:
+            page = watched.open(f"chapters/{stem}.html")
+            wide = page.evaluate("() => [...document.querySelectorAll('div.cell_output pre')]"
+                                 ".filter(e => e.scrollWidth > e.clientWidth + 1)"
+                                 ".map(e => `${e.scrollWidth}px in ${e.clientWidth}px: ${e.textContent.slice(0, 60)}`)")
+            report += [f"{stem}: {line}" for line in wide]
+    finally:
+        watched.close()
+    assert not report, "\n".join(report)

@@ -344,8 +344,9 @@ def test_each_lab_page_covers_its_tasks_and_offers_the_release_notebook(built):
     for name in built.labs:
         lab = LABS[name]
         page = (built.html / "labs" / f"{name}.html").read_text(encoding="utf-8")
-        for task in lab.tasks:
+        for k, task in enumerate(lab.tasks, 1):
             assert html_text(task.title) in page, (name, task.title)
+            assert f'<h3>Task {k} ' in page or f'id="task-{k}-' in page, f"{name}: task {k}'s statement is missing"
         assert f'href="../chapters/{Path(lab.chapter).stem}.html"' in page
         downloads = list((built.html / "_downloads").rglob(f"{name}.ipynb"))
         assert len(downloads) == 1 and downloads[0].read_bytes() == lab.release_notebook().read_bytes()

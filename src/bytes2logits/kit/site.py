@@ -457,13 +457,33 @@ def _lab_intro(release: Path, lab: Lab, site_docs: dict[str, str], repo_blob: st
     return rewrite_links(text, f"labs/{lab.name}", f"labs/{lab.name}.md", site_docs, repo_blob)
 
 
+def _lab_task_texts(release: Path, lab: Lab, site_docs: dict[str, str], repo_blob: str | None) -> str:
+    """Each task's statement, from the release notebook's ``## Task`` cells, one heading level down."""
+    try:
+        nb = json.loads(release.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    parts = []
+    for cell in nb.get("cells", []):
+        text = _joined(cell.get("source")).strip()
+        if cell.get("cell_type") == "markdown" and text.startswith("## Task"):
+            lines, fenced = [], False
+            for line in text.splitlines():
+                fenced ^= line.lstrip().startswith("```")
+                lines.append("#" + line if line.startswith("#") and not fenced else line)
+            parts.append(rewrite_links("\n".join(lines), f"labs/{lab.name}", f"labs/{lab.name}.md", site_docs,
+                                       repo_blob))
+    return "\n\n".join(parts)
+
+
 def md_text(text: str) -> str:
     """``text`` as literal Markdown text: ``<unk>`` stays words, not an HTML tag, and ``|`` keeps a table whole."""
     return html.escape(text, quote=False).replace("|", "\\|").replace("*", "\\*").replace("_", "\\_")
 
 
-def lab_page(lab: Lab, chapter: Chapter | None, intro: str) -> str:
-    """A lab's page: what it covers, its tasks and points (from the registry), and its notebook to download."""
+def lab_page(lab: Lab, chapter: Chapter | None, intro: str, tasks: str = "") -> str:
+    """A lab's page: what it covers, its tasks and points (from the registry), each task's statement (``tasks``,
+    from the release notebook), and its notebook to download."""
     short = f"lab{lab.number}"
     out = [f"# {md_text(lab.title)}", ""]
     if chapter is not None:
@@ -472,8 +492,10 @@ def lab_page(lab: Lab, chapter: Chapter | None, intro: str) -> str:
         out += [intro, ""]
     out += ["## Tasks", "", "| task | points |", "|---|---|"]
     out += [f"| {md_text(t.title)} | {t.points} |" for t in lab.tasks]
-    out += [f"| **total** | **{lab.total_points}** |", "",
-            "## Doing the lab", "",
+    out += [f"| **total** | **{lab.total_points}** |", ""]
+    if tasks:
+        out += [tasks, ""]
+    out += ["## Doing the lab", "",
             f"The notebook: {{download}}`{lab.name}.ipynb <../downloads/{lab.name}.ipynb>`. It runs in the "
             "course's environment (its cells import `bytes2logits`). From a clone of the repository:", "",
             "```", f"make start LAB={short}   # your own copy in work/{lab.name}/", "make lab               "
@@ -762,7 +784,8 @@ def build_site(out: Path, *, chapters: list[str] | None = None, jobs: int = 2, e
             raise SiteError(f"{lab.name}: no release notebook {release} (make labs writes it)")
         shutil.copy2(release, src / "downloads" / f"{lab.name}.ipynb")
         intro = _lab_intro(release, lab, site_docs, repo_blob)
-        page = lab_page(lab, by_stem.get(Path(lab.chapter).stem), intro)
+        page = lab_page(lab, by_stem.get(Path(lab.chapter).stem), intro,
+                        _lab_task_texts(release, lab, site_docs, repo_blob))
         (src / "labs" / f"{lab.name}.md").write_text(page, encoding="utf-8")
     parts = [Part(p.title, [s for s in p.stems if s in stems]) for p in cmap.parts]
     parts = [p for p in parts if p.stems]

@@ -308,7 +308,7 @@ def static_widget_html(model_id: str, models: dict, _depth: int = 0) -> tuple[st
     return f'<span>{label}<input type="text" disabled value="{html.escape(shown, quote=True)}"></span>', True
 
 
-def progress_only(model_id: str, models: dict, _depth: int = 0) -> bool:
+def progress_only(model_id: str, models: dict) -> bool:
     """Whether widget ``model_id`` is a progress bar and its captions only (what ``tqdm.auto`` draws).
 
     Such a view records how long a cell took while it ran; on a page it is a bar frozen wherever its last
@@ -331,7 +331,7 @@ def progress_only(model_id: str, models: dict, _depth: int = 0) -> bool:
             return ok, bar
         return False, False
 
-    ok, bar = walk(model_id, _depth)
+    ok, bar = walk(model_id, 0)
     return ok and bar
 
 
@@ -440,12 +440,16 @@ def index_page(readme: str, cmap: CourseMap, parts: list[Part], labs: list[Lab],
     return "\n".join(out)
 
 
-def _lab_intro(release: Path, lab: Lab, site_docs: dict[str, str], repo_blob: str | None) -> str:
-    """What the lab covers, from its release notebook's intro cell (title, chapter line and how-to cut)."""
+def _read_release(release: Path) -> dict:
+    """The release notebook as JSON, or an empty notebook when it cannot be read."""
     try:
-        nb = json.loads(release.read_text(encoding="utf-8"))
+        return json.loads(release.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return ""
+        return {}
+
+
+def _lab_intro(nb: dict, lab: Lab, site_docs: dict[str, str], repo_blob: str | None) -> str:
+    """What the lab covers, from its release notebook's intro cell (title, chapter line and how-to cut)."""
     cell = next((c for c in nb.get("cells", []) if c.get("cell_type") == "markdown"), None)
     if cell is None:
         return ""
@@ -457,12 +461,8 @@ def _lab_intro(release: Path, lab: Lab, site_docs: dict[str, str], repo_blob: st
     return rewrite_links(text, f"labs/{lab.name}", f"labs/{lab.name}.md", site_docs, repo_blob)
 
 
-def _lab_task_texts(release: Path, lab: Lab, site_docs: dict[str, str], repo_blob: str | None) -> str:
+def _lab_task_texts(nb: dict, lab: Lab, site_docs: dict[str, str], repo_blob: str | None) -> str:
     """Each task's statement, from the release notebook's ``## Task`` cells, one heading level down."""
-    try:
-        nb = json.loads(release.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return ""
     parts = []
     for cell in nb.get("cells", []):
         text = _joined(cell.get("source")).strip()
@@ -783,9 +783,10 @@ def build_site(out: Path, *, chapters: list[str] | None = None, jobs: int = 2, e
         if not release.is_file():
             raise SiteError(f"{lab.name}: no release notebook {release} (make labs writes it)")
         shutil.copy2(release, src / "downloads" / f"{lab.name}.ipynb")
-        intro = _lab_intro(release, lab, site_docs, repo_blob)
+        nb = _read_release(release)
+        intro = _lab_intro(nb, lab, site_docs, repo_blob)
         page = lab_page(lab, by_stem.get(Path(lab.chapter).stem), intro,
-                        _lab_task_texts(release, lab, site_docs, repo_blob))
+                        _lab_task_texts(nb, lab, site_docs, repo_blob))
         (src / "labs" / f"{lab.name}.md").write_text(page, encoding="utf-8")
     parts = [Part(p.title, [s for s in p.stems if s in stems]) for p in cmap.parts]
     parts = [p for p in parts if p.stems]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -157,7 +158,8 @@ def probe():
     except OSError as e:
         out["kill1"] = type(e).__name__
     out["write"] = {}
-    for path in ("/etc/escaped", "/tmp/escaped", os.path.join(os.path.dirname(os.__file__), "escaped")):
+    for path in ("/etc/escaped", "/tmp/escaped", os.path.join(os.path.dirname(os.__file__), "escaped"),
+                 os.path.join(FILES, "escaped")):
         try:
             open(path, "w").close()
             out["write"][path] = "written"
@@ -179,10 +181,11 @@ def server():
 
 @pytest.fixture(scope="module")
 def learner(server):
+    files = tempfile.mkdtemp(prefix="b2l-test-files-")
     prelude = (f"HIDDEN = {str(hidden_root())!r}\nSOLUTIONS = {str(repo_root() / 'solutions')!r}\n"
-               f"PORT = {server.getsockname()[1]}\n")
+               f"PORT = {server.getsockname()[1]}\nFILES = {files!r}\n")
     sub = Submission([(0, prelude + LEARNER), (1, "import os\nos._exit(9)"), (2, "def after(): return 'ran'")],
-                     call_seconds=3)
+                     call_seconds=3, files=Path(files))
     yield RemoteImplementation(sub, "test code"), sub
     sub.close()
 
@@ -252,7 +255,11 @@ def test_the_sandbox(learner, server):
     assert seen["hidden"] is False and seen["solutions"] is False, "the hidden suites must not be visible"
     assert seen["net"] == "ConnectionRefusedError", "only the sandbox's own empty loopback exists"
     assert seen["pid"] < 10 and seen["ppid"] == 1, "the worker lives in a pid namespace of its own"
-    assert "written" not in seen["write"].values(), f"only the scratch folder is writable: {seen['write']}"
+    # Its one writable place is its own tmpfs at /tmp: the host's /tmp never sees what it writes there, and
+    # the folder the grader hands files through is read-only to it.
+    written = {p for p, how in seen["write"].items() if how == "written"}
+    assert written == {"/tmp/escaped"}, f"only the sandbox's private /tmp is writable: {seen['write']}"
+    assert not os.path.exists("/tmp/escaped") or os.stat("/tmp/escaped").st_mtime < time.time() - 3600
 
 
 def test_ci_never_takes_the_fallback():
@@ -355,7 +362,7 @@ def test_a_kernel_launcher_whose_parent_is_gone_exits_at_once(tmp_path):
     import sys
 
     marker = tmp_path / "ran"
-    cmd = [sys.executable, "-m", "bytes2logits.kit.sandbox", "--scratch", str(tmp_path), "--parent-pid", "1",
+    cmd = [sys.executable, "-m", "bytes2logits.kit.sandbox", "--parent-pid", "1",
            "--", "touch", str(marker)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1, result.stderr[-2000:]

@@ -113,6 +113,9 @@ def main(argv: list[str]) -> int:
     except (KeyError, RuntimeError, FileNotFoundError) as e:
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
+    from .trusted import limit_memory
+
+    limit_memory()
     print(f"checking {args.notebook} against the hidden suite of {lab.name} ...", flush=True)
     print(f"(your code runs in a {how})", flush=True)
     scores = grade_notebook(args.notebook, lab, call_seconds=args.timeout)

@@ -104,12 +104,20 @@ def scan_submissions(root: Path, labs: list[str] | None = None) -> tuple[list[tu
     for student_dir in sorted(submitted.iterdir()):
         if student_dir.name.startswith("."):
             continue
+        if student_dir.is_symlink():
+            skipped.append(Skipped(rel(student_dir), "a link, not a student's folder (links in submitted/ are "
+                                   "never followed: one could point at another student's work)"))
+            continue
         if not student_dir.is_dir():
             skipped.append(Skipped(rel(student_dir), "a file where a student's folder belongs "
                                    "(expected submitted/<student>/<lab>/<lab>.ipynb)"))
             continue
         for lab_dir in sorted(student_dir.iterdir()):
             if lab_dir.name.startswith("."):
+                continue
+            if lab_dir.is_symlink():
+                skipped.append(Skipped(rel(lab_dir), "a link, not a lab's folder (links in submitted/ are never "
+                                       "followed)"))
                 continue
             if not lab_dir.is_dir():
                 skipped.append(Skipped(rel(lab_dir), "a file directly in the student's folder "
@@ -127,6 +135,10 @@ def scan_submissions(root: Path, labs: list[str] | None = None) -> tuple[list[tu
             if labs is not None and lab not in labs:
                 continue
             notebooks = sorted(p.name for p in lab_dir.glob("*.ipynb"))
+            if (lab_dir / f"{lab}.ipynb").is_symlink():
+                skipped.append(Skipped(rel(lab_dir / f"{lab}.ipynb"), "a link, not a notebook (links in "
+                                       "submitted/ are never followed)"))
+                continue
             if f"{lab}.ipynb" not in notebooks:
                 others = f" (found: {', '.join(notebooks)})" if notebooks else ""
                 skipped.append(Skipped(rel(lab_dir), f"no {lab}.ipynb in this folder{others}"))
@@ -326,7 +338,8 @@ def _run_dask(tasks: list[GradeTask], address: str, book: _Book) -> None:
 
 
 def grade_class(root: Path, labs: list[str] | None = None, timeout: int | None = None, *, jobs: int = 1,
-                dask: str | None = None, db: str | None = None, force: bool = False) -> int:
+                dask: str | None = None, db: str | None = None, force: bool = False,
+                budget: float | None = None) -> int:
     """Run the cycle on the course in ``root``; return 0 once every submission has a status line.
 
     Only a course that cannot be graded at all (no submissions, a lab that cannot be generated, a database
@@ -378,7 +391,7 @@ def grade_class(root: Path, labs: list[str] | None = None, timeout: int | None =
             or not feedback_page(root, lab, sid).is_file()]
     up_to_date = len(found) - len(todo)
     hidden = str(hidden_root().resolve())
-    tasks = [GradeTask(str(root), lab, sid, db_url, hidden, timeout, course_id) for lab, sid in todo]
+    tasks = [GradeTask(str(root), lab, sid, db_url, hidden, timeout, course_id, budget) for lab, sid in todo]
     where = f"Dask at {dask}" if dask else f"{jobs} worker process{'es' if jobs > 1 else ''}"
     print(f"{len(tasks)} submission(s) to grade in {where}"
           + (f"; {up_to_date} already graded and unchanged (--force regrades them)" if up_to_date else ""),
@@ -397,6 +410,8 @@ def grade_class(root: Path, labs: list[str] | None = None, timeout: int | None =
     if tasks:
         print(f"graded {len(tasks)} submission(s) in {seconds:.0f} s "
               f"({60 * len(tasks) / max(seconds, 1e-9):.1f} per minute)", flush=True)
+        slowest = sorted(((r.get("seconds") or 0.0, k) for k, r in book.results.items()), reverse=True)[:3]
+        print("slowest: " + ", ".join(f"{k} {s:.0f} s" for s, k in slowest), flush=True)
     for task in tasks:
         if book.results.get(task.key, {}).get("ok"):
             stamps[task.key] = digests[(task.lab, task.student)]
@@ -419,7 +434,8 @@ def grade_class(root: Path, labs: list[str] | None = None, timeout: int | None =
         rel = page.relative_to(root / "feedback").parts
         problems[(rel[1], rel[0])] = "feedback withheld (it quoted a hidden suite)"
         print(f"warning: {leak}: feedback withheld", file=sys.stderr)
-    _print_scores(root, db_url, course_id, found, problems)
+    took = {tuple(k.split("/", 1)): r.get("seconds") for k, r in book.results.items() if r.get("seconds")}
+    _print_scores(root, db_url, course_id, found, problems, took)
     _print_skipped(skipped)
     return 0
 
@@ -432,8 +448,9 @@ def _print_skipped(skipped: list[Skipped]) -> None:
 
 
 def _print_scores(root: Path, db_url: str, course_id: str, found: list[tuple[str, str]],
-                  problems: dict | None = None) -> None:
-    """One status line per submission: graded (score, flags) or not graded."""
+                  problems: dict | None = None, took: dict | None = None) -> None:
+    """One status line per submission: graded (score, flags, and the seconds it took when graded in this
+    run) or not graded."""
     from nbgrader.api import MissingEntry
 
     problems = problems or {}
@@ -452,6 +469,8 @@ def _print_scores(root: Path, db_url: str, course_id: str, found: list[tuple[str
                     notes.append("needs manual grading")
                 if (lab, sid) in problems:
                     notes.append(problems[(lab, sid)])
+                if took and (lab, sid) in took:
+                    notes.append(f"{took[(lab, sid)]:.0f} s")
                 status = "graded" + (f" ({'; '.join(notes)})" if notes else "")
                 print(f"  {sid:<24} {sub.score:g}/{sub.max_score:g}  {status}")
     print(f"\ngrades: {root / 'grades.csv'}   feedback: {root / 'feedback'}   log: {root / WORKER_LOG}")
@@ -473,6 +492,9 @@ def main(argv: list[str]) -> int:
                              "several graders)")
     parser.add_argument("--force", action="store_true",
                         help="regrade every submission, also those graded before and unchanged since")
+    parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                        help="wall-clock seconds for one whole submission, its grading and its feedback run "
+                             "together (default: nbgrader_config.py, else 900)")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, not {args.jobs}")
@@ -488,5 +510,7 @@ def main(argv: list[str]) -> int:
     except CourseRootError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.budget is not None and args.budget <= 0:
+        parser.error(f"--budget must be positive, not {args.budget:g}")
     return grade_class(root, labs, args.timeout, jobs=args.jobs, dask=args.dask,
-                       db=args.db, force=args.force)
+                       db=args.db, force=args.force, budget=args.budget)

@@ -42,6 +42,7 @@ class GradeTask:
     hidden: str
     timeout: int | None = None
     course_id: str = ""  # nbgrader's course id in the gradebook ("" keeps the configured one)
+    budget: float | None = None  # seconds for the whole submission (None keeps the configured budget)
 
     @property
     def key(self) -> str:
@@ -70,6 +71,9 @@ def _config(task: GradeTask):
     cfg.CourseDirectory.notebook_id = task.lab
     if task.timeout:
         cfg.Execute.timeout = task.timeout
+    if task.budget:
+        cfg.StartTrustedGrading.submission_seconds = float(task.budget)
+        cfg.SandboxedExecute.notebook_seconds = float(task.budget)
     return cfg
 
 

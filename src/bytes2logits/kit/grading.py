@@ -343,11 +343,30 @@ def explain_failed_checks(lab: str) -> None:
 def hidden_needles(hidden: Path, pattern: str = "test_*.py") -> set[str]:
     """What a page shown to a learner must never hold: the hidden block's markers, and every line of 30 or
     more characters of the suites matching ``pattern`` under ``hidden`` (comments and docstring lines aside,
-    which may be quoted as teaching lines). Feedback pages and the check service's replies use this rule."""
+    which may be quoted as teaching lines), except text the release notebooks show themselves: that is
+    the lab's own text, not hidden code, and a page quoting it (every feedback page does) is not a leak.
+    Feedback pages and the check service's replies use this rule."""
     needles = {"BEGIN HIDDEN TESTS", "run_hidden_tests("}
     for suite in Path(hidden).rglob(pattern):
         for line in suite.read_text(encoding="utf-8", errors="replace").splitlines():
             s = line.strip()
             if len(s) >= 30 and not s.startswith(("#", '"""')) and '"""' not in s:
                 needles.add(s)
-    return needles
+    shown = "\n".join(release_lines())
+    return {n for n in needles if n not in shown}
+
+
+def release_lines() -> set[str]:
+    """Every stripped line of every lab's release notebook (what any learner is handed anyway)."""
+    import json
+
+    shown: set[str] = set()
+    for lab in LABS.values():
+        try:
+            nb = json.loads(lab.release_notebook().read_text(encoding="utf-8"))
+        except (OSError, ValueError, RuntimeError):
+            continue
+        for cell in nb.get("cells", []):
+            src = cell.get("source", "")
+            shown.update(line.strip() for line in ("".join(src) if isinstance(src, list) else str(src)).splitlines())
+    return shown

@@ -20,6 +20,7 @@ flagged for manual grading, and the next submission is graded as usual.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -27,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import nbformat
@@ -50,44 +52,87 @@ __all__ = [
 RESOURCE_KEY = "bytes2logits_trusted"
 
 
+def _socket_home() -> Path:
+    """Where a kernel's sockets go: a host tmpfs (``/dev/shm``) when there is one, so that whatever a kernel
+    writes there is memory its sandbox's memory cap counts, never disk; else the temporary folder."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+
+
 class SandboxedKernelManager(AsyncKernelManager):
-    """A kernel started inside the sandbox, connected to nbgrader through Unix sockets in its own folder."""
+    """A kernel started inside the sandbox, connected to nbgrader through Unix sockets in its own folder.
+
+    The kernel never runs in ``autograded/<student>/<lab>/``, nor in any folder nbgrader reads or writes
+    afterwards: its home and working folder are its sandbox's private tmpfs, holding a copy of the
+    submission's files (regular files only, read without following links). Its results come back as
+    messages on its sockets. The one host folder it can write holds only those sockets; the connection file
+    is read-only to it. Its environment is the sandbox's allow-list (no secret of nbgrader's reaches it).
+    """
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self._box = Path(tempfile.mkdtemp(prefix="b2l-kernel-"))
+        self._box = Path(tempfile.mkdtemp(prefix="b2l-kernel-", dir=_socket_home()))
+        (self._box / "conn").mkdir()
+        (self._box / "sock").mkdir()
         self.transport = "ipc"
-        self.ip = str(self._box / "kernel")
-        self.connection_file = str(self._box / "kernel.json")
+        self.ip = str(self._box / "sock" / "kernel")
+        self.connection_file = str(self._box / "conn" / "kernel.json")
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
-        cwd = Path(kw.get("cwd") or os.getcwd()).resolve()
-        env = dict(kw.get("env") or os.environ)
-        for key in ("BYTES2LOGITS_HIDDEN_TESTS", "JPY_PARENT_PID"):
-            env.pop(key, None)
-        env.update(BYTES2LOGITS_SANDBOXED="1", HOME=str(self._box), OPENBLAS_NUM_THREADS="1",
-                   OMP_NUM_THREADS="1", MPLBACKEND="Agg", TMPDIR=str(self._box))
-        kw["env"] = env
+        cwd = Path(os.path.abspath(kw.pop("cwd", None) or os.getcwd()))
+        copies = []
+        with contextlib.suppress(OSError):
+            copies = [cwd / name for name in sorted(os.listdir(cwd))]
         # The interrupt at a cell's time limit goes as a message: a signal would reach bwrap, not the kernel.
         self.kernel_spec.interrupt_mode = "message"
-        prefix = [sys.executable, "-m", "bytes2logits.kit.sandbox", "--scratch", str(cwd), "--rw", str(self._box),
-                  "--parent-pid", str(os.getpid()), "--"]
-        return await super()._async_launch_kernel(prefix + list(kernel_cmd), **kw)
+        prefix = [sys.executable, "-m", "bytes2logits.kit.sandbox", "--ro", str(self._box / "conn"),
+                  "--rw", str(self._box / "sock"), "--parent-pid", str(os.getpid()),
+                  "--env", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1"]
+        for path in copies:
+            prefix += ["--copy", str(path)]
+        kw["cwd"] = str(self._box)  # the launcher's own folder, on the host; the kernel's is in its sandbox
+        return await super()._async_launch_kernel(prefix + ["--", *kernel_cmd], **kw)
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if not restart:
-            import shutil
-
             shutil.rmtree(self._box, ignore_errors=True)
 
 
+DEADLINE_KEY = "bytes2logits_deadline"
+
+
 class SandboxedExecute(RobustExecute):
-    """Execute the notebook for its feedback outputs, in a sandboxed kernel."""
+    """Execute the notebook for its feedback outputs, in a sandboxed kernel, within the submission's budget.
+
+    The submission's whole time (:class:`StartTrustedGrading` sets its end) bounds this run too: a cell gets
+    at most the time that is left, and once it is gone the remaining cells are not run (each says so)."""
+
+    notebook_seconds = Float(900.0, help="Seconds the whole notebook may take when no trusted grading "
+                             "set the submission's end").tag(config=True)
 
     def __init__(self, *args, **kwargs):
         kwargs["kernel_manager_class"] = SandboxedKernelManager
         super().__init__(*args, **kwargs)
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._end = (resources or {}).get(DEADLINE_KEY) or time.monotonic() + self.notebook_seconds
+        self._cell_timeout = self.timeout
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            self.timeout = self._cell_timeout
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code":
+            left = self._end - time.monotonic()
+            if left <= 1:
+                cell.outputs = [NotebookNode(output_type="error", ename="TimeBudget", evalue=(
+                    "not run: the submission's time budget ran out before this cell"),
+                    traceback=["TimeBudget: not run: the submission's time budget ran out before this cell"])]
+                return cell, self.resources
+            self.timeout = max(1, int(min(self._cell_timeout or left, left)))
+        return super().preprocess_cell(cell, resources, index)
 
 
 def _failed_results(lab, why: str) -> dict:
@@ -101,9 +146,12 @@ class StartTrustedGrading(NbGraderPreprocessor):
 
     call_seconds = Float(None, allow_none=True, help="Seconds one call into the learner's code may take "
                          "(default: the Execute timeout)").tag(config=True)
+    submission_seconds = Float(900.0, help="Seconds for the whole submission: the trusted grader's work and "
+                               "the feedback kernel's run, which go on side by side").tag(config=True)
 
     def preprocess(self, nb, resources):
         lab = find_lab(resources["nbgrader"]["assignment"])
+        resources[DEADLINE_KEY] = time.monotonic() + self.submission_seconds
         call_seconds = self.call_seconds or float(self.config.Execute.get("timeout", 60) or 60)
         tmp = Path(tempfile.mkdtemp(prefix="b2l-trusted-"))
         src = tmp / f"{lab.name}.ipynb"
@@ -114,7 +162,7 @@ class StartTrustedGrading(NbGraderPreprocessor):
         nbformat.write(clean, src)
         out = tmp / "result.json"
         cmd = [sys.executable, "-m", "bytes2logits.kit.trusted", str(src), "--lab", lab.name, "--json", str(out),
-               "--call-seconds", str(call_seconds)]
+               "--call-seconds", str(call_seconds), "--seconds", str(self.submission_seconds)]
         log = open(tmp / "grader.log", "w")
         proc = subprocess.Popen(cmd, env=tool_env(), stdout=log, stderr=subprocess.STDOUT, cwd=tmp,
                                 stdin=subprocess.DEVNULL)
@@ -138,13 +186,15 @@ class TrustedGrading(NbGraderPreprocessor):
             nb, resources = StartTrustedGrading(config=self.config).preprocess(nb, resources)
             job = resources.pop(RESOURCE_KEY + "_job")
         proc, tmp, _ = job
+        end = resources.get(DEADLINE_KEY)
+        wait = self.grader_seconds if end is None else max(0.0, end - time.monotonic()) + 60.0
         try:
             try:
-                code = proc.wait(timeout=self.grader_seconds)
+                code = proc.wait(timeout=wait)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-                raise RuntimeError(f"the grader took longer than {self.grader_seconds:g} s") from None
+                raise RuntimeError("the grader took longer than the submission's time budget") from None
             if code != 0:
                 tail = (tmp / "grader.log").read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
                 raise RuntimeError(f"exit {code}: {tail[0][:300]}")

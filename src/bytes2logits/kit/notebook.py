@@ -79,17 +79,27 @@ def instructor_cells(nb, solution) -> None:
         present.add(gid)
 
 
-def submission_cells(nb, lab: Lab):
-    """(cells the worker runs, cells the integrity scan reads): autograder cells are in neither."""
+def submission_cells(nb, lab: Lab, solution=None):
+    """(cells the worker runs, cells the learner wrote): autograder cells are in neither.
+
+    Which cells are the instructor's is decided by the instructor's source notebook (``solution``, default
+    the lab's), never by the submission's own metadata: a learner can mark any cell ``locked`` or give it
+    any ``grade_id``. Run :func:`instructor_cells` first, so that every instructor cell holds its own source.
+    """
+    solution = solution if solution is not None else read_notebook(lab.source_notebook())
+    theirs = {_meta(c)["grade_id"] for c in solution.cells
+              if _meta(c).get("locked") and _meta(c).get("grade_id")}
+    graded = {_meta(c)["grade_id"] for c in solution.cells if _meta(c).get("grade") and _meta(c).get("grade_id")}
     tasks = {t.id for t in lab.tasks}
     run, written = [], []
     for i, cell in enumerate(nb.cells):
-        meta = _meta(cell)
-        if cell.cell_type != "code" or meta.get("grade"):
+        if cell.cell_type != "code":
+            continue
+        gid = _meta(cell).get("grade_id", "")
+        if gid in graded:
             continue
         run.append((i, cell.source))
-        if not meta.get("locked"):
-            gid = meta.get("grade_id", "")
+        if gid not in theirs:
             task = gid[len("answer_"):] if gid.startswith("answer_") and gid[len("answer_"):] in tasks else None
             written.append((i, cell.source, task))
     return run, written

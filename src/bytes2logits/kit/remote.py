@@ -25,6 +25,7 @@ import shutil
 import sys
 import tempfile
 import time
+import weakref
 from pathlib import Path
 
 from . import sandbox
@@ -52,29 +53,15 @@ class WorkerLost(AssertionError):
     """The learner's code stopped answering, or the worker running it died (the message says which)."""
 
 
-def _worker_env(scratch: Path) -> dict:
-    from .. import assets
-
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(scratch), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg",
-           "TMPDIR": str(scratch), "BYTES2LOGITS_CACHE": str(assets.cache_dir()),
-           "NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", "autograde")}
-    for key in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-        if key in os.environ:
-            env[key] = os.environ[key]
-    return env
-
-
 class _Process:
     """One sandboxed worker and the grader's endpoint to it."""
 
-    def __init__(self, scratch: Path, on_lost, limits: sandbox.Limits):
+    def __init__(self, mounts: sandbox.Mounts, on_lost, limits: sandbox.Limits):
         c_r, p_w = os.pipe()
         p_r, c_w = os.pipe()
         argv = [sys.executable, "-I", "-m", "bytes2logits.kit.worker", str(c_r), str(c_w)]
         try:
-            self.box = sandbox.launch(argv, scratch=scratch, pass_fds=(c_r, c_w), env=_worker_env(scratch),
-                                      limits=limits)
+            self.box = sandbox.launch(argv, mounts=mounts, pass_fds=(c_r, c_w), limits=limits)
         finally:
             os.close(c_r)
             os.close(c_w)
@@ -84,6 +71,8 @@ class _Process:
         # The grader's own str subclasses (a test's "sneaky" inputs) reach the learner as plain values:
         # the learner's answers come back as exact types whatever they were given.
         self.ep.downcast = True
+        # While a timing gate holds the worker stopped, the first request to it lets it run again.
+        self.ep.before_request = self.box.resume
         self.alive = True
 
     def pid(self) -> int | None:
@@ -107,26 +96,36 @@ class Submission:
     ``cells`` are ``(index, source)`` pairs: the instructor's locked cells and the submission's own code
     cells, in notebook order, without autograder cells. Alternatively ``module``/``names`` load a module's
     objects (how the reference runs through the same path for calibration).
+
+    ``files`` is a folder of the grader's, shown read-only in the worker at the same path: hidden tests
+    write the files they hand over there (:attr:`RemoteImplementation.scratch`), and since the worker cannot
+    write it, nothing the worker does can redirect those writes. ``overlays`` hide parts of the package (the
+    tasks being graded, :mod:`bytes2logits.kit.redact`). ``deadline`` (monotonic) ends the whole
+    submission's time: loading, every task and every restart, however many cells it has.
     """
 
     def __init__(self, cells=None, *, module: str | tuple[str, ...] | None = None, names: tuple[str, ...] = (),
-                 scratch: Path | None = None, limits: sandbox.Limits = _DEFAULT_LIMITS,
+                 files: Path | None = None, limits: sandbox.Limits = _DEFAULT_LIMITS,
                  call_seconds: float = CALL_SECONDS, cell_seconds: float = CELL_SECONDS, label: str = "submission",
-                 given: dict | None = None):
+                 given: dict | None = None, overlays: tuple[tuple[Path, Path], ...] = (),
+                 deadline: float | None = None):
         self.cells = list(cells or [])
         self.module, self.names = module, tuple(names)
-        self._own_scratch = scratch is None
-        self.scratch = Path(scratch or tempfile.mkdtemp(prefix="b2l-scratch-")).resolve()
-        self.scratch.mkdir(parents=True, exist_ok=True)
+        self._own_files = files is None
+        self.files = Path(files or tempfile.mkdtemp(prefix="b2l-files-")).resolve()
+        self.files.mkdir(parents=True, exist_ok=True)
+        self.mounts = sandbox.Mounts(readonly=(self.files,), overlays=tuple(overlays))
         self.limits = limits
         self.call_seconds, self.cell_seconds = call_seconds, cell_seconds
         self.label = label
+        self.deadline = deadline  # the whole submission's end (None: no overall budget)
         self.skip: dict[int, str] = {}  # cells that killed or hung a worker, with why
         self.statuses: list[tuple] = []
         self.proc: _Process | None = None
         self.starts = 0
         self.task_deadline: float | None = None  # set by the grader for the task being graded
         self._running_cell: int | None = None
+        self._load_deadline: float | None = None
         self._lost_reason = ""
         self.given = dict(given or {})  # the lab's given objects, as the package defines them
         self.test: str | None = None  # the hidden test now running (set by the grader's pytest hook)
@@ -134,16 +133,35 @@ class Submission:
         self.timeouts = self.crashes = 0
         # A task in which the code hangs or kills the worker scores 0, so its other checks need not run.
         self.max_timeouts, self.max_crashes = 1, 1
+        self.guarded = module is None  # a learner's code: stopped while the grader times anything else
+        if self.guarded:
+            _GUARDED.add(self)
+
+    @property
+    def scratch(self) -> Path:
+        """The folder hidden tests write files into for the worker to read (read-only in the worker)."""
+        return self.files
 
     # ------------------------------------------------------------------------------------ the process
+    def _cap(self, t: float) -> float:
+        return t if self.deadline is None else min(t, self.deadline)
+
     def _deadline(self) -> float:
         d = time.monotonic() + self.call_seconds
-        return d if self.task_deadline is None else min(d, self.task_deadline)
+        return self._cap(d if self.task_deadline is None else min(d, self.task_deadline))
+
+    def out_of_time(self) -> bool:
+        """Whether the whole submission's time budget has run out."""
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
     def _on_lost(self, exc: WireError) -> WorkerLost:
         proc = self.proc
+        now = time.monotonic()
         if isinstance(exc, Timeout):
-            if self.task_deadline is not None and time.monotonic() >= self.task_deadline - 0.05:
+            if self.deadline is not None and now >= self.deadline - 0.05:
+                why = ("the submission's time budget ran out while your code was running (an endless loop, or far "
+                       "too slow?)")
+            elif self.task_deadline is not None and now >= self.task_deadline - 0.05:
                 why = "the task's time budget ran out while your code was running (an endless loop, or far too slow?)"
             else:
                 why = f"your code did not answer within {self.call_seconds:g} s (an endless loop, or far too slow?)"
@@ -164,7 +182,7 @@ class Submission:
 
     def begin_task(self, seconds: float | None) -> None:
         """Start a task's budget: its checks may use ``seconds`` in all, and few hangs or crashes."""
-        self.task_deadline = None if seconds is None else time.monotonic() + seconds
+        self.task_deadline = None if seconds is None else self._cap(time.monotonic() + seconds)
         self.timeouts = self.crashes = 0
         self._lost_test = None
 
@@ -181,29 +199,42 @@ class Submission:
         if self.crashes >= self.max_crashes:
             raise WorkerLost("your code killed the worker in an earlier check of this task; its remaining checks "
                              "were not run")
+        if self.out_of_time():
+            raise WorkerLost("the submission's time budget ran out; the remaining checks were not run")
         if self.task_deadline is not None and time.monotonic() >= self.task_deadline:
             raise WorkerLost("the task's time budget ran out; the remaining checks were not run")
         self.starts += 1
         if self.starts > 20:
             raise WorkerLost("the worker was restarted 20 times; the remaining checks were not run")
         for _ in range(len(self.cells) + 1):
-            proc = _Process(self.scratch, self._on_lost, self.limits)
+            if self.out_of_time():
+                raise WorkerLost("the submission's time budget ran out while its notebook was loading")
+            proc = _Process(self.mounts, self._on_lost, self.limits)
             self.proc = proc
             ep = proc.ep
             ep.on_note = self._note
             ep.send_named = is_namedtuple
             ep.rebuild_named = lambda name, fields, values: _rebuild_named(self.given, name, fields, values)
-            ep.deadline_fn = lambda: time.monotonic() + START_SECONDS
+            ep.deadline_fn = lambda: self._cap(time.monotonic() + START_SECONDS)
             counters = (self.timeouts, self.crashes, self._lost_test)
             try:
-                if ep.request("ping") != "pong":
-                    raise WorkerLost("the worker did not start")
+                try:
+                    pong = ep.request("ping")
+                except WorkerLost:
+                    pong = None
+                if pong != "pong":
+                    if self.out_of_time():
+                        raise WorkerLost("the submission's time budget ran out while its worker started")
+                    # Nothing of the submission has run yet: the machinery is broken, not the submission.
+                    sandbox.selftest(self.mounts)
+                    raise sandbox.SandboxError(f"a sandboxed worker did not start ({self._lost_reason})")
                 if self.module:
                     ep.request("load_module", self.module, self.names)
                 else:
                     todo = [(i, src) for i, src in self.cells if i not in self.skip]
-                    budget = START_SECONDS + self.cell_seconds * (len(todo) + 1)
-                    ep.deadline_fn = lambda b=budget: time.monotonic() + b
+                    self._load_deadline = self._cap(time.monotonic() + START_SECONDS
+                                                    + self.cell_seconds * (len(todo) + 1))
+                    ep.deadline_fn = lambda: self._load_deadline
                     self._running_cell = None
                     statuses = ep.request("load_cells", todo, self.cell_seconds)
                     self.statuses = [s for s in statuses if type(s) is tuple]
@@ -214,6 +245,8 @@ class Submission:
                     raise WorkerLost(f"the worker could not start: {self._lost_reason}") from None
                 self.skip[self._running_cell] = self._lost_reason
                 continue
+            finally:
+                self._load_deadline = None
             ep.deadline_fn = self._deadline
             return ep
         raise WorkerLost("the notebook could not be loaded")  # pragma: no cover - every cell skipped
@@ -221,6 +254,10 @@ class Submission:
     def _note(self, kind, data):
         if kind == "cell" and type(data) is int:
             self._running_cell = data
+            # Each cell gets its own time, counted here: a cell that ignores the worker's own alarm is cut
+            # when its time is up, not when the whole load's is.
+            if self._load_deadline is not None and self.proc is not None:
+                self.proc.ep.deadline = min(self._load_deadline, self._cap(time.monotonic() + self.cell_seconds + 2))
 
     def lookup(self, name: str):
         ep = self.ensure()
@@ -232,18 +269,33 @@ class Submission:
     def pid(self) -> int | None:
         return self.proc.pid() if self.proc is not None and self.proc.alive else None
 
+    def quiesce(self) -> None:
+        """Before a timing: kill every process of the worker's sandbox but the worker, and stop the worker
+        (it runs again at the grader's next request to it)."""
+        if self.proc is not None and self.proc.alive:
+            self.proc.box.quiesce()
+            self.proc.box.pause()
+
+    def resume(self) -> None:
+        if self.proc is not None and self.proc.alive:
+            self.proc.box.resume()
+
     def close(self) -> None:
+        _GUARDED.discard(self)
         if self.proc is not None:
             self.proc.kill()
             self.proc = None
-        if self._own_scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+        if self._own_files:
+            shutil.rmtree(self.files, ignore_errors=True)
 
     def cell_report(self) -> list[str]:
         """Lines about cells that did not run cleanly (for the learner's feedback)."""
         lines = [f"cell {i} was skipped: {why}" for i, why in sorted(self.skip.items())]
         lines += [f"cell {i}: {detail}" for i, status, detail in self.statuses if status == "timeout"]
         return lines
+
+
+_GUARDED: weakref.WeakSet = weakref.WeakSet()  # live submissions running a learner's code
 
 
 class RemoteImplementation:
@@ -281,8 +333,9 @@ class RemoteImplementation:
 
     @property
     def scratch(self) -> Path:
-        """The worker's writable folder, seen at the same path by both sides (for files a test passes)."""
-        return self._submission.scratch
+        """A folder for the files a test hands over: the grader writes there, the worker reads them at the same
+        path (it cannot write there, so it cannot swap a file or plant a link the grader would follow)."""
+        return self._submission.files
 
     def __repr__(self) -> str:
         return f"<implementation from {self._origin}, in a sandboxed worker>"
@@ -312,25 +365,61 @@ def is_instance(obj, cls: type) -> bool:
     return isinstance(obj, cls)
 
 
+@contextlib.contextmanager
+def quiet_submissions():
+    """While a timing runs: no process of any learner's sandbox but its worker exists, and each worker is
+    stopped until the grader calls into it. A submission cannot then slow the reference's timing (CPU
+    burners paused only during its own calls) nor be timed while helpers it started work for it."""
+    subs = list(_GUARDED)
+    for sub in subs:
+        sub.quiesce()
+    try:
+        yield
+    finally:
+        for sub in subs:
+            sub.resume()
+
+
 def timed(fn, *args, **kwargs):
-    """``(result, seconds)`` of one call, timed in this process (so a worker cannot report its own time)."""
-    start = time.perf_counter()
-    result = fn(*args, **kwargs)
-    return result, time.perf_counter() - start
+    """``(result, seconds)`` of one call, timed in this process (so a worker cannot report its own time),
+    with the submissions' sandboxes quiet (:func:`quiet_submissions`)."""
+    with quiet_submissions():
+        start = time.perf_counter()
+        result = fn(*args, **kwargs)
+        return result, time.perf_counter() - start
 
 
-def race(mine, ref, factor: float, slack: float = 0.01, pairs: int = 5) -> tuple[float, float, bool]:
+def race(mine, ref, factor: float, slack: float = 0.01, pairs: int = 5, check=None) -> tuple[float, float, bool]:
     """A speed gate: time ``ref()`` and ``mine()`` alternately, so a busy machine slows both alike.
 
     Returns ``(best ref, best mine, passed)``: passed when the best of ``mine`` is within
     ``max(factor * best ref, best ref + slack)`` seconds. It stops early (after at least two pairs) once
     that holds; both callables should be warm (their first call not paying set-up costs).
+
+    ``mine`` and ``ref`` may take the pair's number (``mine(i)``) when they accept one argument: a gate that
+    hands each pair fresh input leaves a memo of earlier answers nothing to answer from. ``check(i, got,
+    expected)`` is called on every pair's two results, so that no timed call of ``mine`` goes unchecked
+    (a memo that answers one call instantly and wrongly must not set the best time): it raises
+    ``AssertionError`` or returns False for a wrong result, which fails the gate with its own message.
     """
+    import inspect
+
+    def takes_index(f) -> bool:
+        try:
+            return len(inspect.signature(f).parameters) == 1
+        except (TypeError, ValueError):
+            return False
+
+    indexed = takes_index(mine) and takes_index(ref)
     ref_times, my_times = [], []
     limit = 0.0
     for i in range(pairs):
-        ref_times.append(timed(ref)[1])
-        my_times.append(timed(mine)[1])
+        expected, seconds = timed(ref, i) if indexed else timed(ref)
+        ref_times.append(seconds)
+        got, seconds = timed(mine, i) if indexed else timed(mine)
+        my_times.append(seconds)
+        if check is not None and check(i, got, expected) is False:
+            raise AssertionError(f"a timed call (pair {i + 1}) returned a wrong result")
         limit = max(factor * min(ref_times), min(ref_times) + slack)
         if i >= 1 and min(my_times) <= limit:
             break

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import time
 import types
 import weakref
 
-from .wire import Channel, Handle, OwnHandle, WireError, decode, encode
+from .wire import Channel, Handle, OwnHandle, Timeout, WireError, decode, encode
 
 __all__ = ["Endpoint", "Policy", "Remote", "RemoteError", "exception_record", "rebuild_exception"]
 
@@ -328,6 +329,7 @@ class Endpoint:
         self.downcast = False  # send subclasses of plain types as their plain value (the grader's side)
         self.rebuild_named = None  # callable(name, fields, values) -> object
         self.on_note = None  # callable(kind, data) for one-way notes from the peer
+        self.before_request = None  # callable() run before each request is sent (lets a paused peer run)
         self.calls = 0
 
     # encoding with handles
@@ -383,6 +385,8 @@ class Endpoint:
         """
         if self.closed:
             raise self.lost_error or ConnectionError("the other side is gone")
+        if self.before_request is not None:
+            self.before_request()
         outer = self.depth == 0
         if outer and self.deadline_fn is not None:
             self.deadline = self.deadline_fn()
@@ -406,6 +410,9 @@ class Endpoint:
         self.channel.send(self.pack(("q", rid, op, args, tuple(release))))
         while True:
             msg = self.unpack(self.channel.recv(self.deadline))
+            # Decoding is the grader's work on the peer's behalf: it counts against the same deadline.
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                raise Timeout("the answer arrived, but decoding it ran past the deadline")
             if type(msg) is not tuple or not msg:
                 raise WireError("a message must be a tuple")
             kind = msg[0]

@@ -31,6 +31,24 @@ from .notebook import instructor_cells, read_notebook, submission_cells
 __all__ = ["TaskResult", "grade_submission", "main"]
 
 TASK_SECONDS = 300.0  # all the calls of one task's hidden checks, in the worker
+# The whole submission: loading its notebook, every task, every restart. The same whatever its number of
+# cells or tasks; what it cuts off scores 0, with a line saying so.
+SUBMISSION_SECONDS = 900.0
+GRADER_MEMORY = 8 * 1024 ** 3  # bytes of address space a grader process may use (limit_memory)
+
+
+def limit_memory(limit: int = GRADER_MEMORY) -> None:
+    """Cap this grader process's address space. Whatever a reply costs to decode (the wire caps it too), the
+    grader then fails with MemoryError at the cap, which costs that submission a flag, never the machine."""
+    import resource
+
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (OSError, ValueError):  # pragma: no cover - a platform without RLIMIT_AS
+        pass
 
 
 
@@ -58,14 +76,16 @@ class TaskResult:
 
 def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | None = None,
                      task_seconds: float = TASK_SECONDS, check_reference_use: bool = True,
-                     progress=None) -> list[TaskResult]:
+                     progress=None, seconds: float | None = SUBMISSION_SECONDS) -> list[TaskResult]:
     """Grade ``notebook`` (a path or a notebook node) task by task; return one :class:`TaskResult` each.
 
     ``check_reference_use=False`` skips the integrity scan (for the instructor's own source notebook,
-    whose answers *are* the reference).
+    whose answers *are* the reference). ``seconds`` is the whole submission's time budget.
     """
-    from . import grading, integrity
+    from . import grading, integrity, sandbox
     from .remote import CALL_SECONDS, RemoteImplementation, Submission
+
+    deadline = None if seconds is None else time.monotonic() + seconds
 
     if isinstance(notebook, (str, os.PathLike)):
         path = Path(notebook).resolve()
@@ -75,25 +95,30 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
         nb = copy.deepcopy(notebook)
         if lab is None:
             raise ValueError("grade_submission needs the lab when given a notebook object")
-    instructor_cells(nb, read_notebook(lab.source_notebook()))
-    run, written = submission_cells(nb, lab)
+    solution = read_notebook(lab.source_notebook())
+    instructor_cells(nb, solution)
+    run, written = submission_cells(nb, lab, solution)
     findings = integrity.scan_cells(lab, written) if check_reference_use else []
     given = {name: lab.reference_object(name) for name in lab.given}
     results: list[TaskResult] = []
+    sandbox.selftest()
     with tempfile.TemporaryDirectory(prefix="b2l-grade-") as tmp:
-        scratch = Path(tmp) / "scratch"
-        scratch.mkdir()
+        # The grader's own folders: files it hands to the workers (read-only in their sandboxes) and
+        # pytest's temporary folders (not in any sandbox). Nothing a worker can write is ever read or
+        # written here.
+        files = Path(tmp) / "files"
+        files.mkdir()
         os.chmod(tmp, 0o755)
-        sub = Submission(run, scratch=scratch, call_seconds=call_seconds or CALL_SECONDS, given=given,
-                         label="your notebook")
+        sub = Submission(run, files=files, call_seconds=call_seconds or CALL_SECONDS, given=given,
+                         label="your notebook", deadline=deadline)
         ref_box = {}
 
         def reference():
             if "sub" not in ref_box:
                 names = tuple(lab.exported_names())
-                ref_scratch = Path(tmp) / "reference"
-                ref_scratch.mkdir(exist_ok=True)
-                ref_box["sub"] = Submission(module=lab.modules, names=names, scratch=ref_scratch,
+                ref_files = Path(tmp) / "reference-files"
+                ref_files.mkdir(exist_ok=True)
+                ref_box["sub"] = Submission(module=lab.modules, names=names, files=ref_files,
                                             call_seconds=call_seconds or CALL_SECONDS, given=given,
                                             label="the reference")
                 ref_box["impl"] = RemoteImplementation(ref_box["sub"], f"the reference {lab.module}", given)
@@ -115,8 +140,14 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
                     if "sub" in ref_box:
                         ref_box["sub"].test = name
 
+                if sub.out_of_time():
+                    result.lines.append(f"not graded: the submission's time budget of {seconds:g} s ran out "
+                                        "before this task (score 0)")
+                    result.seconds = 0.0
+                    results.append(result)
+                    continue
                 outcomes, errors, _ = grading.run_with(
-                    impl, reference, suite, basetemp=scratch / f"pytest-{task.id}", on_test=on_test)
+                    impl, reference, suite, basetemp=Path(tmp) / f"pytest-{task.id}", on_test=on_test)
                 if errors or not outcomes:
                     result.lines.append(f"the hidden suite could not run: {'; '.join(errors) or 'no tests'}")
                 result.passed = sum(o.passed for o in outcomes)
@@ -153,9 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lab", default=None)
     parser.add_argument("--json", type=Path, required=True, help="where to write the results")
     parser.add_argument("--call-seconds", type=float, default=None)
+    parser.add_argument("--seconds", type=float, default=SUBMISSION_SECONDS,
+                        help="the whole submission's time budget")
     args = parser.parse_args(argv)
+    limit_memory()
     lab = find_lab(args.lab or args.notebook)
-    results = grade_submission(args.notebook, lab, call_seconds=args.call_seconds)
+    results = grade_submission(args.notebook, lab, call_seconds=args.call_seconds, seconds=args.seconds)
     args.json.write_text(json.dumps([asdict(r) for r in results]), encoding="utf-8")
     return 0
 

@@ -23,10 +23,15 @@ import struct
 import time
 from collections import Counter
 
-__all__ = ["MAX_MESSAGE", "Channel", "Handle", "OwnHandle", "WireError", "decode", "encode"]
+__all__ = ["MAX_MESSAGE", "MAX_VALUES", "Channel", "Handle", "OwnHandle", "WireError", "decode", "encode"]
 
 MAX_MESSAGE = 256 * 1024 * 1024  # bytes in one message; more is a protocol error, not an allocation
 MAX_DEPTH = 64
+# Values (each int, str, list, dict entry...) one message may decode into. Five bytes on the wire can make a
+# Python object of 56 or more, so the byte cap alone let a 100 MB reply of empty lists cost the grader
+# 1.5 GB; with this cap a message costs the grader at most a few hundred MB and about a second to decode.
+# NumPy arrays count as one value (their bytes are bounded by MAX_MESSAGE).
+MAX_VALUES = 2_000_000
 _NUMPY_KINDS = "biufc"  # bool, signed, unsigned, float, complex
 
 _PATH_TYPE = type(pathlib.Path())
@@ -188,10 +193,10 @@ def _enc(obj, out, hooks, depth):
 # --------------------------------------------------------------------------------------------- decoding
 
 class _Reader:
-    __slots__ = ("buf", "named", "pos")
+    __slots__ = ("buf", "named", "pos", "values")
 
     def __init__(self, buf: bytes):
-        self.buf, self.pos, self.named = buf, 0, None
+        self.buf, self.pos, self.named, self.values = buf, 0, None, 0
 
     def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.buf):
@@ -211,6 +216,11 @@ class _Reader:
         if n * min_item_bytes > len(self.buf) - self.pos:
             raise WireError(f"offset {self.pos}: {n} items announced, only {len(self.buf) - self.pos} bytes left")
         return n
+
+    def spend(self, n: int) -> None:
+        self.values += n
+        if self.values > MAX_VALUES:
+            raise WireError(f"offset {self.pos}: more than {MAX_VALUES} values in one message")
 
 
 def decode(buf: bytes, handle=None, own=None, named=None):
@@ -235,6 +245,7 @@ def _hashable(value, r, what):
 def _dec(r: _Reader, handle, own, depth):
     if depth > MAX_DEPTH:
         raise WireError(f"offset {r.pos}: data nested deeper than {MAX_DEPTH} levels")
+    r.spend(1)
     tag = r.take(1)
     if tag == b"N":
         return None
@@ -246,8 +257,8 @@ def _dec(r: _Reader, handle, own, depth):
         return r.i64()
     if tag == b"I":
         raw = r.take(r.u32())
-        if len(raw) > 100_000 or not raw.lstrip(b"-").isdigit():
-            raise WireError(f"offset {r.pos}: a big int must be at most 100000 decimal digits")
+        if len(raw) > 4000 or not raw.lstrip(b"-").isdigit():
+            raise WireError(f"offset {r.pos}: a big int must be at most 4000 decimal digits")
         return int(raw)
     if tag == b"f":
         return _F64.unpack(r.take(8))[0]

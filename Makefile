@@ -159,10 +159,11 @@ start: setup
 check: assets
 	$(BIN)/python -m bytes2logits check --lab $(LAB) $(CHECK_ARGS)
 
-# make grade JOBS=2 grades in two worker processes; GRADE_ARGS="--dask tcp://host:8786" on a Dask cluster,
-# "--db postgresql://..." into a PostgreSQL gradebook (docs/instructor-guide.md).
+# make grade JOBS=2 grades in two worker processes; BUDGET=600 gives each submission 600 s in all (grading and
+# feedback run); GRADE_ARGS="--dask tcp://host:8786" on a Dask cluster, "--db postgresql://..." into a
+# PostgreSQL gradebook (docs/instructor-guide.md).
 grade: assets
-	$(BIN)/python -m bytes2logits grade $(if $(JOBS),--jobs $(JOBS)) $(GRADE_ARGS)
+	$(BIN)/python -m bytes2logits grade $(if $(JOBS),--jobs $(JOBS)) $(if $(BUDGET),--budget $(BUDGET)) $(GRADE_ARGS)
 
 chat: assets
 	$(BIN)/python -m bytes2logits chat $(CHAT_ARGS)

@@ -7,12 +7,30 @@ below are the ones tested on this course (see docs/instructor-guide.md and tests
 import os
 from pathlib import Path
 
-from bytes2logits.kit.labs import hidden_root
-from bytes2logits.kit.nbgrade import SandboxedExecute, SaveTrustedGrades, StartTrustedGrading, TrustedGrading
-from bytes2logits.kit.settings import EXECUTE_TIMEOUT, IGNORE_STDERR_PATTERN, IGNORED_FILES, IOPUB_TIMEOUT
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades,
-                                    IgnorePattern, LimitOutput)
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    ClearHiddenTests,
+    ClearOutput,
+    DeduplicateIds,
+    GetGrades,
+    IgnorePattern,
+    LimitOutput,
+    OverwriteCells,
+    OverwriteKernelspec,
+)
+
+from bytes2logits.kit.inert import InertHTMLExporter, InertOutputs
+from bytes2logits.kit.labs import hidden_root
+from bytes2logits.kit.nbgrade import (
+    SandboxedExecute,
+    SaveTrustedGrades,
+    StartTrustedGrading,
+    SubmittedCellMetadata,
+    TrustedGrading,
+)
+from bytes2logits.kit.settings import EXECUTE_TIMEOUT, IGNORE_STDERR_PATTERN, IGNORED_FILES, IOPUB_TIMEOUT
 
 ROOT = Path(__file__).resolve().parent
 
@@ -53,12 +71,19 @@ c.IgnorePattern.pattern = IGNORE_STDERR_PATTERN
 c.IgnorePattern.enabled = True
 c.ClearSolutions.enforce_metadata = True
 
-# nbgrader's own list, with three changes (docs/instructor-guide.md, "What a submission can do"):
+# nbgrader's own list, with four changes (docs/instructor-guide.md, "What a submission can do"):
 # - the kernel runs in the sandbox and survives a dead or unresponsive kernel (its outputs are feedback only);
 # - StartTrustedGrading / TrustedGrading score the notebook in a separate grader process (started first, so
 #   that it runs while the kernel does), the submission's code in a worker sandbox of its own, and write
 #   the feedback lines into the autograder cells;
-# - SaveTrustedGrades takes each autograder cell's score from that grader, never from a kernel's output.
+# - SaveTrustedGrades takes each autograder cell's score from that grader, never from a kernel's output;
+# - InertOutputs, last, makes the saved notebook inert (src/bytes2logits/kit/inert.py): outputs keep only text,
+#   PNG/JPEG and sanitised HTML/markdown, the learner's markdown is sanitised, so nothing a submission wrote
+#   runs where formgrader or JupyterLab shows it.
+# Sanitising first drops nbgrader metadata a learner forged into their own cells (an unknown or repeated
+# grade_id stopped nbgrader's OverwriteCells for the whole submission); the rest is nbgrader's own list.
+c.Autograde.sanitize_preprocessors = [SubmittedCellMetadata, ClearOutput, DeduplicateIds, OverwriteKernelspec,
+                                      OverwriteCells, CheckCellMetadata]
 c.Autograde.autograde_preprocessors = [
     StartTrustedGrading,
     SandboxedExecute,
@@ -69,12 +94,21 @@ c.Autograde.autograde_preprocessors = [
     SaveTrustedGrades,
     AssignLatePenalties,
     CheckCellMetadata,
+    InertOutputs,
 ]
 
 # Feedback shows each test cell's visible asserts and the learner's teaching lines, never the hidden block
-# (stock nbgrader leaves it in, upstream issues #917 and #1363).
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# (stock nbgrader leaves it in, upstream issues #917 and #1363). Its pages are inert twice over: InertOutputs
+# first (before GetGrades adds the gradebook's scores and comments), and every page carries a strict
+# Content-Security-Policy and no script (InertHTMLExporter; MathJax does not run, formulas show as TeX).
+c.GenerateFeedback.preprocessors = [InertOutputs, GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.exporter_class = InertHTMLExporter
 c.ClearHiddenTests.enforce_metadata = False
+
+# Every HTML page rendered with this configuration, formgrader's view of a submission included, goes through
+# InertOutputs too: a notebook autograded before it was in the list above is shown inert all the same (it runs
+# once per page when a converter lists it as well).
+c.HTMLExporter.preprocessors = [InertOutputs]
 
 # A class on JupyterHub (docs/instructor-guide.md): the exchange and the course id come from the same two variables
 # that deploy/jupyterhub/jupyterhub_config.py gives every single-user server, the instructor's included, so

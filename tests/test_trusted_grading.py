@@ -19,7 +19,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bytes2logits.kit import sandbox
-from bytes2logits.kit.integrity import scan_cells
 from bytes2logits.kit.labs import LABS, hidden_root, repo_root
 from bytes2logits.kit.remote import RemoteImplementation, Submission, WorkerLost, is_instance
 from bytes2logits.kit.rpc import Remote, RemoteError
@@ -284,37 +283,75 @@ def test_reference_runs_through_the_same_path_for_gates():
         ref.close()
 
 
-# ------------------------------------------------------------------------------------- reference scan
+# ------------------------------------------------------------------------------- the reference is absent
 
 LAB03 = LABS["lab03_bpe_training"]
 
+# Routes to lab 03's reference from a learner's cell: each of them worked against the old source scan or the
+# package itself. In the grading sandbox, every one ends at a stub.
+REACHES = {
+    "import": "from bytes2logits.lessons.bpe import train_bpe as f",
+    "module": "import bytes2logits.lessons.bpe as b\nf = b.train_bpe",
+    "package": "from bytes2logits.lessons import bpe\nf = bpe.train_bpe",
+    "importlib": "import importlib\nf = importlib.import_module('bytes2logits.lessons.bpe').train_bpe",
+    "sys_modules": "import sys\nimport bytes2logits.lessons.bpe\n"
+                   "f = vars(sys)['mod' + 'ules']['bytes2logits.lessons.bpe'].train_bpe",
+    "globals": "from bytes2logits.lessons.bpe import build_vocab\nf = build_vocab.__globals__['train_bpe']",
+    "pickle": "import bytes2logits.lessons.bpe\nimport pickle\n"
+              "f = pickle.loads(b'cbytes2logits.lessons.bpe\\ntrain_bpe\\n.')",
+    "source": "import bytes2logits.lessons.bpe as b\nimport types\nns = {'__name__': 'bytes2logits.lessons.bpe', "
+              "'__package__': 'bytes2logits.lessons'}\nexec(open(b.__file__).read(), ns)\nf = ns['train_bpe']",
+    "also_answers": "from bytes2logits.lessons.merge_stepper import bpe_trace\n\n\ndef f(text, n):\n"
+                    "    steps = bpe_trace(text, n)\n    return {}, [s.winner for s in steps if s.winner]",
+}
 
-@pytest.mark.parametrize("source, flagged", [
-    ("from bytes2logits.lessons.bpe import train_bpe", True),
-    ("from bytes2logits.lessons.bpe import build_vocab\n\ndef train_bpe(text, n):\n    return build_vocab([]), []",
-     False),
-    ("import bytes2logits.lessons.bpe as b\ntrain_bpe = b.train_bpe", True),
-    ("from bytes2logits import bpe", True),
-    ("import importlib\nm = importlib.import_module('bytes2logits.lessons.bpe')", True),
-    ("exec(open('x.py').read())", True),
-    ("import re\n\ndef train_bpe(text, n):\n    return re.findall('.', text), []", False),
-    ("import sys\nf = sys.modules['bytes2logits.lessons.bpe'].train_bpe", True),
-])
-def test_scan_flags_uses_of_the_reference(source, flagged):
-    findings = scan_cells(LAB03, [(5, source, "train_bpe")])
-    assert bool(findings) == flagged, findings
+
+def _reaches():
+    return [(i, src.replace("f = ", f"f_{name} = ").replace("import train_bpe as f", f"import train_bpe as f_{name}")
+             .replace("def f(", f"def f_{name}("))
+            for i, (name, src) in enumerate(REACHES.items())]
 
 
-def test_scan_flags_a_verbatim_copy_but_not_the_same_logic_in_other_words():
-    from bytes2logits.kit.build import answer_source
+@pytest.fixture(scope="module")
+def redacted_worker():
+    from bytes2logits.kit.redact import package_dir, redacted_package
 
-    copy = answer_source(LAB03, "train_bpe")
-    assert any("copied" in f.reason for f in scan_cells(LAB03, [(5, copy, "train_bpe")]))
-    commented = "# my notes\n" + copy.replace('"""', '"""Mine. ', 1)
-    assert any("copied" in f.reason for f in scan_cells(LAB03, [(5, commented, "train_bpe")])), \
-        "comments and docstrings are not a change"
-    edited = copy.replace("def train_bpe(", "def _helper():\n    return None\n\n\ndef train_bpe(", 1)
-    assert not scan_cells(LAB03, [(5, edited, "train_bpe")])
+    sub = Submission(_reaches(), call_seconds=10, overlays=((redacted_package(LAB03), package_dir()),))
+    yield RemoteImplementation(sub, "reaches"), sub
+    sub.close()
+
+
+def test_every_route_reaches_the_reference_in_the_plain_package():
+    """The control: without the redacted copy each route does find a working trainer (so the test below shows
+    the copy stopping them, not a route that never worked)."""
+    sub = Submission(_reaches(), call_seconds=20)
+    try:
+        impl = RemoteImplementation(sub, "reaches")
+        for route in REACHES:
+            vocab, merges = getattr(impl, f"f_{route}")("low lower lowest", 3)
+            assert len(merges) == 3, route
+    finally:
+        sub.close()
+
+
+@pytest.mark.parametrize("route", sorted(REACHES))
+def test_every_route_to_the_reference_ends_at_a_stub(redacted_worker, route):
+    """The grading sandbox holds a copy of the package whose graded names only say "this is your task"."""
+    from bytes2logits.kit.implementation import MissingName
+
+    impl, sub = redacted_worker
+    with pytest.raises((NotImplementedError, MissingName)) as info:
+        getattr(impl, f"f_{route}")("low lower lowest", 3)
+    if info.type is NotImplementedError:
+        assert "yours to write" in str(info.value) or "your task" in str(info.value)
+
+
+def test_earlier_labs_references_stay_usable_in_the_sandbox(redacted_worker):
+    """Lab 03's sandbox hides lab 03's tasks, not lab 01's (set-up cells of later labs import earlier ones)."""
+    impl, sub = redacted_worker
+    sub.cells.append((99, "from bytes2logits.lessons.basic import ByteTokenizer\nbt = ByteTokenizer()"))
+    sub.proc.kill()
+    assert impl.bt.encode("hé") == [104, 195, 169]
 
 
 def test_given_functions_run_in_the_worker_with_the_learners_code():
@@ -337,21 +374,6 @@ def test_given_functions_run_in_the_worker_with_the_learners_code():
         assert impl.Pair is Pair and impl.LIMIT == 7
     finally:
         sub.close()
-
-
-@pytest.mark.parametrize("source, flagged", [
-    ("def load_merges(merges, token_to_id):\n    return Tokenizer.load_merges(merges, token_to_id)", True),
-    ("Tokenizer.__init__ = lambda self, md, steps=None: None", True),
-    ("setattr(Tokenizer, 'split_specials', print)", True),
-    ("def load_merges(merges, token_to_id):\n    return {m: i for i, m in enumerate(merges)}", False),
-    ("tok = Tokenizer.from_gguf('x.gguf')\nn = tok.vocab_size", False),
-])
-def test_scan_flags_the_reference_reached_through_a_setup_import(source, flagged):
-    """Lab 14's set-up imports the engine's Tokenizer, whose step attributes are the reference functions."""
-    from bytes2logits.kit.integrity import scan_cells
-
-    findings = scan_cells(LABS["lab14_gguf_tokenizer"], [(3, source, "merges")])
-    assert bool(findings) == flagged, findings
 
 
 def test_a_kernel_launcher_whose_parent_is_gone_exits_at_once(tmp_path):

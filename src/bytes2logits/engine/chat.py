@@ -322,7 +322,14 @@ def _make_environment() -> _Sandbox:
     return env
 
 
-_ENV = _make_environment()
+_ENVIRONMENT: list[_Sandbox] = []
+
+
+def _env() -> _Sandbox:
+    """The one environment every template compiles in, made at its first use (not at import)."""
+    if not _ENVIRONMENT:
+        _ENVIRONMENT.append(_make_environment())
+    return _ENVIRONMENT[0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -472,13 +479,14 @@ class ChatTemplate:
         self._filename = f"<chat template {name}>" if name else "<chat template>"
         # Jinja counts lines on \r\n, \r and \n alike; do the same so line numbers point at the right text
         self._lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        env = _env()
         try:
-            tree = _ENV.parse(source, name=name, filename=self._filename)
+            tree = env.parse(source, name=name, filename=self._filename)
             _route_loops_through_budget(tree)
-            code = _ENV.compile(tree, name=name, filename=self._filename)
+            code = env.compile(tree, name=name, filename=self._filename)
         except TemplateSyntaxError as exc:
             raise self._error(exc.lineno, f"syntax error: {exc.message}") from exc
-        self._template = _ENV.template_class.from_code(_ENV, code, _ENV.make_globals(None), None)
+        self._template = env.template_class.from_code(env, code, env.make_globals(None), None)
 
     @classmethod
     def chatml(cls, *, bos_token: str = "", eos_token: str = "<|im_end|>", name: str = "chatml") -> ChatTemplate:

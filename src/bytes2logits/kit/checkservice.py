@@ -28,6 +28,9 @@ What the service guarantees:
   ``access:services!service=<name>``; without a Hub the service listens on loopback only and maps bearer
   tokens to students with a tokens file (``student token`` per line). ``--students`` restricts either to a
   roster.
+* **Replies are data.** Every reply, errors and unknown paths included, is JSON with ``<``, ``>`` and ``&``
+  escaped, sent with ``X-Content-Type-Options: nosniff`` and a Content-Security-Policy that lets a browser
+  load or run nothing (:data:`REPLY_HEADERS`), so text a learner sent can never act as a page.
 * **Rate-limited and logged.** Each student gets ``--per-minute`` checks in any 60 s (a sliding window);
   every request is one JSON line in ``--log`` (time, student, lab, score, seconds, outcome).
 """
@@ -388,17 +391,21 @@ def make_app(service: CheckService, prefix: str = "/"):
 
     class Base(tornado.web.RequestHandler):
         def set_default_headers(self):
-            self.set_header("Content-Type", "application/json; charset=utf-8")
-            self.set_header("Cache-Control", "no-store")
+            for name, value in REPLY_HEADERS.items():
+                self.set_header(name, value)
 
         def send(self, status: int, payload: dict, retry_after: float | None = None):
             self.set_status(status)
             if retry_after is not None:
                 self.set_header("Retry-After", str(max(1, math.ceil(retry_after))))
-            self.finish(json.dumps(payload))
+            self.finish(reply_json(payload))
 
         def write_error(self, status_code, **kwargs):
-            self.finish(json.dumps({"error": self._reason}))
+            self.finish(reply_json({"error": self._reason}))
+
+    class NotFound(Base):
+        def prepare(self):
+            raise tornado.web.HTTPError(404)
 
     class Info(Base):
         def get(self):
@@ -467,7 +474,23 @@ def make_app(service: CheckService, prefix: str = "/"):
         def on_connection_close(self):
             self.done = True
 
-    return tornado.web.Application([(prefix, Info), (prefix + "check", CheckHandler)])
+    return tornado.web.Application([(prefix, Info), (prefix + "check", CheckHandler)], default_handler_class=NotFound)
+
+
+#: Headers of every reply, errors and unknown paths included: JSON that is never sniffed as HTML, never framed,
+#: and loads or runs nothing if a browser opens it. (Replies quote what a learner sent: a lab name, a message.)
+REPLY_HEADERS = {
+    "Content-Type": "application/json; charset=utf-8",
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+def reply_json(payload: dict) -> str:
+    """``payload`` as JSON with ``<``, ``>`` and ``&`` written as ``\\u003c``-style escapes: the same data to
+    any JSON reader, and no markup to anything that would read the body as HTML."""
+    return json.dumps(payload).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 _OUTCOMES = {400: "bad request", 401: "unauthorized", 403: "forbidden", 413: "too large", 429: "rate limited",

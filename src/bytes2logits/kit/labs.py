@@ -46,8 +46,8 @@ class Lab:
     extra_names: tuple[str, ...] = field(default=())
     # More reference modules, searched after ``module`` for a name (a lab built from several engine stages).
     also: tuple[str, ...] = ()
-    # (name, task id): other functions of the package that do a task's work; importing one is flagged as
-    # importing the task's reference (kit/integrity.py).
+    # (name, task id): other functions of the package that do a task's work; like the task's own reference,
+    # they are stubs in that lab's grading sandbox (kit/redact.py).
     also_answers: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -196,6 +196,11 @@ LABS: dict[str, Lab] = {
                      "from jinja2.ext import Extension", "from jinja2.sandbox import ImmutableSandboxedEnvironment",
                      "from bytes2logits.errors import TemplateError"),
             given=("IM_START", "IM_END"),
+            # The engine's own renderer does the same work (a wrapper around it renders ChatML and real
+            # templates): it is absent from this lab's grading sandbox too (kit/redact.py).
+            also_answers=(("ChatTemplate", "render_template"), ("_make_environment", "render_template"),
+                          ("_Sandbox", "render_template"), ("_GenerationBlock", "render_template"),
+                          ("_template_line", "render_template")),
             tasks=(
                 Task("chatml", "ChatML, byte for byte", ("render_chatml",), 3),
                 Task("render_template", "A sandboxed renderer whose errors name the line",

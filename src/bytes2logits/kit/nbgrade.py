@@ -43,6 +43,7 @@ from .nbexec import RobustExecute
 
 __all__ = [
     "SandboxedExecute",
+    "SubmittedCellMetadata",
     "SandboxedKernelManager",
     "SaveTrustedGrades",
     "StartTrustedGrading",
@@ -100,6 +101,38 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 
 DEADLINE_KEY = "bytes2logits_deadline"
+
+
+class SubmittedCellMetadata(NbGraderPreprocessor):
+    """First of autograde's sanitising steps: a learner's cell keeps nbgrader metadata only when it names a
+    cell of the instructor's notebook, once.
+
+    A submission can write any metadata into its own cells. A ``grade_id`` the instructor's notebook does not
+    have, or one that a second cell repeats, made nbgrader's ``OverwriteCells`` stop the whole submission
+    (``KeyError``); such a cell is the learner's own, so it becomes a plain cell. Instructor cells keep their
+    metadata, and ``OverwriteCells`` then restores their source as usual.
+    """
+
+    def preprocess(self, nb, resources):
+        lab = find_lab(resources["nbgrader"]["assignment"])
+        source = nbformat.read(lab.source_notebook(), as_version=4)
+        known = {_meta(c).get("grade_id") for c in source.cells if _meta(c).get("grade_id")}
+        seen: set[str] = set()
+        for cell in nb.cells:
+            meta = cell.get("metadata", {})
+            nbg = meta.get("nbgrader")
+            if nbg is None:
+                continue
+            gid = nbg.get("grade_id") if isinstance(nbg, dict) else None
+            if not isinstance(gid, str) or gid not in known or gid in seen:
+                del meta["nbgrader"]
+                continue
+            seen.add(gid)
+        return nb, resources
+
+    def preprocess_cell(self, cell, resources, index):  # pragma: no cover - preprocess does the work
+        return cell, resources
+
 
 
 class SandboxedExecute(RobustExecute):

@@ -2,7 +2,7 @@
 
 The grader reads notebooks as plain JSON (:func:`read_notebook`), restores the instructor's locked cells
 over whatever the submission holds (:func:`instructor_cells`, nbgrader's own rule), and picks the cells a
-worker runs and the integrity scan reads (:func:`submission_cells`).
+worker runs and the similarity check reads (:func:`submission_cells`).
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ learner's own ``pytest``) it does the same thing to the package or the namespace
   the worker with the builtins the worker copied before any notebook code ran (a notebook can rebind its
   namespace's ``__builtins__`` or the builtins module, not that copy). A function it makes stays in the
   worker; only what calling it returns crosses back.
-* :func:`fence`: while a block runs, the package's versions of a task's functions raise in the worker, so
-  a learner's function that reaches them by a route the integrity scan cannot read (a re-export, an
-  attribute chain, a function's ``__globals__``) fails instead of passing.
+* :func:`fence`: while a block runs, the package's versions of a task's functions raise in the worker. In a
+  grading sandbox they are stubs already (:mod:`bytes2logits.kit.redact`); the fence keeps the same rule
+  where a suite runs a worker on the plain package (``pytest tests/hidden --impl``, the suites' own tests).
 * :func:`global_replaced`: while a block runs, one global that a notebook function sees is another value.
 
 Nothing here trusts what the worker answers beyond plain data: a probe's result is checked like any other.

@@ -8,9 +8,13 @@ class marks.
 The grader process runs pytest and the hidden suites; it never executes a line of the submission. The
 notebook's code cells (the instructor's locked cells, restored over whatever the submission holds, and the
 submission's own cells) run in a worker behind :mod:`bytes2logits.kit.sandbox`; the suites reach its names
-through :class:`~bytes2logits.kit.remote.RemoteImplementation`. Before anything runs, the submitted source
-is read for uses of the course's own reference (:mod:`bytes2logits.kit.integrity`): such a task scores 0
-and is flagged for manual grading, with a line saying why.
+through :class:`~bytes2logits.kit.remote.RemoteImplementation`.
+
+The course's reference for the lab's tasks is not in that worker: it sees a copy of the package in which
+those tasks are stubs that say "this is your task" (:mod:`bytes2logits.kit.redact`), so importing,
+unpickling, reading or exec'ing the reference earns nothing, however it is reached. What a learner pastes is
+a matter of similarity: an answer whose code is near the reference's (:mod:`bytes2logits.kit.similarity`)
+is flagged for an instructor's review, with the reason in its feedback; its score stands until then.
 """
 
 from __future__ import annotations
@@ -79,10 +83,11 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
                      progress=None, seconds: float | None = SUBMISSION_SECONDS) -> list[TaskResult]:
     """Grade ``notebook`` (a path or a notebook node) task by task; return one :class:`TaskResult` each.
 
-    ``check_reference_use=False`` skips the integrity scan (for the instructor's own source notebook,
+    ``check_reference_use=False`` skips the similarity check (for the instructor's own source notebook,
     whose answers *are* the reference). ``seconds`` is the whole submission's time budget.
     """
-    from . import grading, integrity, sandbox
+    from . import grading, sandbox, similarity
+    from .redact import package_dir, redacted_package
     from .remote import CALL_SECONDS, RemoteImplementation, Submission
 
     deadline = None if seconds is None else time.monotonic() + seconds
@@ -98,10 +103,13 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
     solution = read_notebook(lab.source_notebook())
     instructor_cells(nb, solution)
     run, written = submission_cells(nb, lab, solution)
-    findings = integrity.scan_cells(lab, written) if check_reference_use else []
+    findings = similarity.findings(lab, written) if check_reference_use else []
     given = {name: lab.reference_object(name) for name in lab.given}
     results: list[TaskResult] = []
-    sandbox.selftest()
+    # The learner's worker sees a copy of the package in which this lab's tasks are stubs: the reference is
+    # not there to be imported, unpickled, read or exec'd (kit/redact.py). The reference worker sees the package.
+    overlays = ((redacted_package(lab), package_dir()),)
+    sandbox.selftest(sandbox.Mounts(overlays=overlays))
     with tempfile.TemporaryDirectory(prefix="b2l-grade-") as tmp:
         # The grader's own folders: files it hands to the workers (read-only in their sandboxes) and
         # pytest's temporary folders (not in any sandbox). Nothing a worker can write is ever read or
@@ -110,7 +118,7 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
         files.mkdir()
         os.chmod(tmp, 0o755)
         sub = Submission(run, files=files, call_seconds=call_seconds or CALL_SECONDS, given=given,
-                         label="your notebook", deadline=deadline)
+                         label="your notebook", deadline=deadline, overlays=overlays)
         ref_box = {}
 
         def reference():
@@ -159,11 +167,12 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
                     result.score = 0.0
                     result.lines.append("your code " + ("hung" if sub.timeouts else "killed the worker running it")
                                         + " during this task's checks, so the task scores 0")
-                mine = [f for f in findings if f.task in (task.id, "*")]
+                mine = [f for f in findings if f.task == task.id]
                 if mine:
+                    # A suspicion for a person to weigh, not proof: the score stands, and the gradebook marks
+                    # the task for manual grading (nbgrader's formgrader lists it; make grade's status says so).
                     result.flags = [f.line() for f in mine]
-                    result.score = 0.0
-                    result.lines.append("flagged for manual grading, scored 0 until an instructor looks: "
+                    result.lines.append("flagged for an instructor's review (your score stands until then): "
                                         + "; ".join(result.flags))
                 result.seconds = round(time.monotonic() - start, 2)
                 results.append(result)

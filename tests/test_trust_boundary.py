@@ -269,7 +269,33 @@ def test_links_in_submitted_are_skipped(tmp_path):
     bob = tmp_path / "submitted" / "bob" / lab
     bob.mkdir(parents=True)
     (bob / f"{lab}.ipynb").symlink_to(real / f"{lab}.ipynb")
+    huge = tmp_path / "submitted" / "hugo" / lab
+    huge.mkdir(parents=True)
+    with open(huge / f"{lab}.ipynb", "wb") as f:
+        f.truncate(65 * 1024 ** 2)  # sparse: no disk used
     found, skipped = scan_submissions(tmp_path)
     assert found == [(lab, "alice")]
-    assert {s.path.split("/")[1] for s in skipped} == {"mallory", "eve", "bob"}
-    assert all("link" in s.reason for s in skipped)
+    assert {s.path.split("/")[1] for s in skipped} == {"mallory", "eve", "bob", "hugo"}
+    assert all("link" in s.reason for s in skipped if "hugo" not in s.path)
+    assert any("larger than" in s.reason for s in skipped if "hugo" in s.path)
+
+
+def test_memory_handed_to_a_child_process_still_counts(tmp_path):
+    """A memory gate measures the whole sandbox where it can (the cgroup's peak): a child that allocates,
+    answers and exits before the block ends is counted as the worker itself would be."""
+    from bytes2logits.kit.remote import peak_memory
+
+    src = ("import os\n\ndef offload(n):\n    r, w = os.pipe()\n    pid = os.fork()\n    if pid == 0:\n"
+           "        b = bytearray(n)\n        b[::4096] = b'x' * len(b[::4096])\n        os.write(w, b'ok')\n"
+           "        os._exit(0)\n    os.read(r, 2)\n    os.waitpid(pid, 0)\n    return n\n")
+    sub = Submission([(0, src)], files=tmp_path)
+    try:
+        impl = RemoteImplementation(sub, "offload")
+        impl.offload(1024)
+        with peak_memory(impl) as peak:
+            impl.offload(200 * 1024 ** 2)
+    finally:
+        sub.close()
+    if peak.how != "sandbox cgroup peak":
+        pytest.skip("needs root and a cgroup-v1 memory hierarchy (as on CI)")
+    assert peak.peak >= 150 * 1024 ** 2, f"a child's 200 MiB counted as {peak.peak / 1024 ** 2:.0f} MiB"

@@ -48,6 +48,9 @@ __all__ = ["Skipped", "grade_class", "leaked_hidden_code", "main", "scan_submiss
 # submission's doing: its code runs in a sandbox that cannot reach the worker).
 MAX_ATTEMPTS = 3
 STAMPS = Path("build") / "grading" / "stamps.json"
+# A lab notebook larger than this is not graded (a notebook of the course is well under 1 MB; one that holds
+# gigabytes of output or cells would cost the grader its memory before any limit applies).
+MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024
 WORKER_LOG = Path("build") / "grading" / "workers.log"
 
 
@@ -138,6 +141,11 @@ def scan_submissions(root: Path, labs: list[str] | None = None) -> tuple[list[tu
             if (lab_dir / f"{lab}.ipynb").is_symlink():
                 skipped.append(Skipped(rel(lab_dir / f"{lab}.ipynb"), "a link, not a notebook (links in "
                                        "submitted/ are never followed)"))
+                continue
+            if (lab_dir / f"{lab}.ipynb").is_file() and \
+                    (lab_dir / f"{lab}.ipynb").stat().st_size > MAX_NOTEBOOK_BYTES:
+                skipped.append(Skipped(rel(lab_dir / f"{lab}.ipynb"), f"larger than {MAX_NOTEBOOK_BYTES >> 20} MB: "
+                                       "not graded (clear its outputs and collect it again)"))
                 continue
             if f"{lab}.ipynb" not in notebooks:
                 others = f" (found: {', '.join(notebooks)})" if notebooks else ""

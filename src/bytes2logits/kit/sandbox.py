@@ -257,6 +257,23 @@ class _Cgroups:
                 return []
         return None
 
+    def memory(self) -> tuple[int, int] | None:
+        """``(usage now, peak since the last reset)`` of the sandbox's memory cgroup in bytes (None without one)."""
+        for d in self.dirs:
+            if d.parent.parent.name == "memory":
+                with _suppress():
+                    return (int((d / "memory.usage_in_bytes").read_text()),
+                            int((d / "memory.max_usage_in_bytes").read_text()))
+        return None
+
+    def reset_peak(self) -> bool:
+        for d in self.dirs:
+            if d.parent.parent.name == "memory":
+                with _suppress():
+                    (d / "memory.max_usage_in_bytes").write_text("0")
+                    return True
+        return False
+
     def kill_all(self) -> None:
         for d in self.dirs:
             with _suppress():
@@ -392,6 +409,19 @@ class Sandboxed:
         while time.monotonic() < end and any(not _zombie(pid) for pid in killed):
             time.sleep(0.005)  # a SIGKILL takes effect when the process is next scheduled
         return len(killed)
+
+    def memory_mark(self) -> int | None:
+        """Reset the sandbox's memory peak and return its usage now (None without a memory cgroup)."""
+        if not self._cgroups.reset_peak():
+            return None
+        now = self._cgroups.memory()
+        return None if now is None else now[0]
+
+    def memory_peak(self) -> int | None:
+        """The sandbox's memory peak (every process in it, children that have exited included) since
+        :meth:`memory_mark`, in bytes (None without a memory cgroup)."""
+        now = self._cgroups.memory()
+        return None if now is None else now[1]
 
     def pause(self) -> None:
         """Stop the program (SIGSTOP) until :meth:`resume`: it uses no CPU while something else is timed."""

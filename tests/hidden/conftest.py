@@ -45,11 +45,16 @@ def pytest_collection_modifyitems(config, items):
                                     f"not {marker.args!r} {marker.kwargs!r}")
 
 
+def _task(request) -> str:
+    """The task a suite file grades: ``test_<task>.py``."""
+    return request.path.stem[len("test_"):]
+
+
 @pytest.fixture
 def impl(request):
     from bytes2logits.kit.grading import implementation_for
 
-    return implementation_for(request.config, request.path.parent.name)
+    return implementation_for(request.config, request.path.parent.name, _task(request))
 
 
 @pytest.fixture
@@ -67,7 +72,7 @@ def tmp_path(request, tmp_path_factory):
 
     from bytes2logits.kit.grading import implementation_for
 
-    scratch = getattr(implementation_for(request.config, request.path.parent.name), "scratch", None)
+    scratch = getattr(implementation_for(request.config, request.path.parent.name, _task(request)), "scratch", None)
     if scratch is not None:
         return Path(tempfile.mkdtemp(prefix="t-", dir=scratch))
     return tmp_path_factory.mktemp(request.node.name[:30])

@@ -331,6 +331,9 @@ class CheckService:
             cmd = [sys.executable, "-m", "bytes2logits.kit.trusted", str(src), "--lab", lab.name, "--json", str(out)]
             if self.call_seconds:
                 cmd += ["--call-seconds", str(self.call_seconds)]
+            # The grader's own budget ends a little before the service's limit, so that a notebook that uses it
+            # all still gets its scores and the line that says what was cut off.
+            cmd += ["--seconds", str(max(5.0, 0.9 * self.grader_seconds - 5.0))]
             with open(tmp / "grader.log", "wb") as log:
                 proc = await asyncio.create_subprocess_exec(
                     *cmd, cwd=tmp, env=self.grader_env(), stdin=asyncio.subprocess.DEVNULL, stdout=log,

@@ -61,8 +61,8 @@ from pathlib import Path
 
 from .labs import LABS, Lab
 
-__all__ = ["Redaction", "RedactError", "cache_root", "graded_names", "package_dir", "package_digest",
-           "redact_source", "redacted_package", "redaction_plan", "stub_message"]
+__all__ = ["Redaction", "RedactError", "cache_root", "graded_names", "overlay_for", "package_dir", "package_digest",
+           "redact_source", "redacted_package", "redaction_plan", "stub_message", "task_view"]
 
 #: Bumped when the way a tree is built changes (the cache key includes it).
 FORMAT = 1
@@ -710,6 +710,24 @@ def _prepare_root() -> Path:
     root.mkdir(exist_ok=True)
     (top / "pyc").mkdir(exist_ok=True)
     return root
+
+
+def task_view(lab: Lab | str, task_id: str) -> Lab:
+    """``lab`` reduced to one task (and the ``also_answers`` of that task): what is redacted while that task
+    is graded. The other tasks' references stay, as earlier labs' do: a lab's later task may build on its
+    earlier ones (lab 16's forward pass runs on the course's own building blocks, so a slip in ``rms_norm``
+    costs the norms task, not the forward pass too), and each task is graded in a worker of its own."""
+    import dataclasses
+
+    lab = LABS[lab] if isinstance(lab, str) else lab
+    task = lab.task(task_id)
+    return dataclasses.replace(lab, tasks=(task,),
+                               also_answers=tuple(a for a in lab.also_answers if a[1] == task.id))
+
+
+def overlay_for(lab: Lab | str, task_id: str) -> tuple[tuple[Path, Path], ...]:
+    """The sandbox overlay that grades ``task_id`` of ``lab``: its redacted copy over the package."""
+    return ((redacted_package(task_view(lab, task_id)), package_dir()),)
 
 
 def redacted_package(lab: Lab | str) -> Path:

@@ -142,6 +142,15 @@ class Submission:
         """The folder hidden tests write files into for the worker to read (read-only in the worker)."""
         return self.files
 
+    def set_overlays(self, overlays: tuple[tuple[Path, Path], ...]) -> None:
+        """Grade what follows with ``overlays`` (the task's redacted package): the worker restarts with them."""
+        mounts = sandbox.Mounts(readonly=self.mounts.readonly, overlays=tuple(overlays))
+        if mounts != self.mounts:
+            self.mounts = mounts
+            if self.proc is not None:
+                self.proc.kill()
+                self.proc = None
+
     # ------------------------------------------------------------------------------------ the process
     def _cap(self, t: float) -> float:
         return t if self.deadline is None else min(t, self.deadline)

@@ -87,7 +87,7 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
     whose answers *are* the reference). ``seconds`` is the whole submission's time budget.
     """
     from . import grading, sandbox, similarity
-    from .redact import package_dir, redacted_package
+    from .redact import overlay_for
     from .remote import CALL_SECONDS, RemoteImplementation, Submission
 
     deadline = None if seconds is None else time.monotonic() + seconds
@@ -106,10 +106,11 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
     findings = similarity.findings(lab, written) if check_reference_use else []
     given = {name: lab.reference_object(name) for name in lab.given}
     results: list[TaskResult] = []
-    # The learner's worker sees a copy of the package in which this lab's tasks are stubs: the reference is
-    # not there to be imported, unpickled, read or exec'd (kit/redact.py). The reference worker sees the package.
-    overlays = ((redacted_package(lab), package_dir()),)
-    sandbox.selftest(sandbox.Mounts(overlays=overlays))
+    # Each task is graded in a worker that sees a copy of the package in which that task is a stub: its
+    # reference is not there to be imported, unpickled, read or exec'd (kit/redact.py). The lab's other tasks
+    # and earlier labs stay, as the lab's design builds on them. The reference worker sees the package.
+    overlays = {t.id: overlay_for(lab, t.id) for t in lab.tasks}
+    sandbox.selftest(sandbox.Mounts(overlays=overlays[lab.tasks[0].id]))
     with tempfile.TemporaryDirectory(prefix="b2l-grade-") as tmp:
         # The grader's own folders: files it hands to the workers (read-only in their sandboxes) and
         # pytest's temporary folders (not in any sandbox). Nothing a worker can write is ever read or
@@ -118,7 +119,7 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
         files.mkdir()
         os.chmod(tmp, 0o755)
         sub = Submission(run, files=files, call_seconds=call_seconds or CALL_SECONDS, given=given,
-                         label="your notebook", deadline=deadline, overlays=overlays)
+                         label="your notebook", deadline=deadline, overlays=overlays[lab.tasks[0].id])
         ref_box = {}
 
         def reference():
@@ -140,6 +141,7 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
                     progress(task.id)
                 start = time.monotonic()
                 result = TaskResult(task.id, float(task.points))
+                sub.set_overlays(overlays[task.id])
                 sub.begin_task(task_seconds)
                 suite = hidden_root() / lab.name / f"test_{task.id}.py"
 

@@ -97,6 +97,29 @@ def boxed(impl, fn, n_args: int):
     return where(impl, "np").frompyfunc(fn, n_args, 1)
 
 
+# The expression of a read-only memory map of the file ``path``, for the suite's own lambdas below.
+_MAP = ("(lambda os, mmap: (lambda fd: (mmap.mmap(fd, 0, access=mmap.ACCESS_READ), os.close(fd))[0])"
+        "(os.open(path, os.O_RDONLY)))(__import__('os'), __import__('mmap'))")
+# Speed gates' timed calls, evaluated where the code under test runs (the suite's source, not the learner's):
+# everything from opening the file on happens inside the one timed call, so the code under test learns of
+# the file only once its time runs, and the results stay there, in a one-item object array, so that the
+# pipe's time is not counted. Afterwards (untimed) the suite fetches them and checks them.
+TIMED_METADATA = ("lambda Cursor, read_header, read_metadata, path, size: (lambda c: (lambda out: "
+                  "(out.__setitem__(0, (read_metadata(c, read_header(c)[2]), c.pos)), out)[1])"
+                  f"(np.empty(1, dtype=object)))(Cursor({_MAP}, size))")
+TIMED_PLACEMENT = ("lambda Cursor, read_tensor_infos, place_tensors, path, n, size: (lambda c: (setattr(c, 'pos', 24), "
+                   "(lambda infos: (lambda end: (lambda out: (out.__setitem__(0, (infos, place_tensors(infos, "
+                   "-(-end // 32) * 32, size), end)), out)[1])(np.empty(1, dtype=object)))(c.pos))"
+                   f"(read_tensor_infos(c, n, 32)))[1])(Cursor({_MAP}, size))")
+
+
+def timed_call(impl, source: str):
+    """One of the timed calls above, made where ``impl``'s code runs."""
+    from bytes2logits.kit.probes import worker_eval
+
+    return worker_eval(impl, source)
+
+
 def file_for(x, data: bytes, name: str, fallback: Path) -> Path:
     """``data`` written where ``x``'s code can read it: in its worker's scratch folder (each worker sees only
     its own), or in-process in ``fallback``."""

@@ -1,6 +1,7 @@
 """Hidden suite, lab 13 task 2: typed metadata (read_value_type, read_value, read_array, read_string_array,
 read_metadata) against gguf-py on real files, on every value type, and on files that lie."""
 
+import random
 import runpy
 import struct
 from pathlib import Path
@@ -9,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from bytes2logits.kit.remote import peak_memory, timed
+from bytes2logits.kit.remote import peak_memory, quiet_submissions, timed
 
 files = SimpleNamespace(**runpy.run_path(str(Path(__file__).with_name("gguf_files.py"))))
 GGUFError = files.GGUFError
@@ -219,13 +220,56 @@ def test_mutations_of_a_small_real_file(impl):
                 assert same_metadata(got, want), f"{what}: your code reads this file differently from the reference"
 
 
-def read_seconds(impl, path: Path) -> float:
-    """Seconds your read_metadata takes on a file's metadata, where your code runs, its result left there."""
-    c = impl.Cursor(files.open_map(impl, path), path.stat().st_size)
-    n_kv = impl.read_header(c)[2]
-    read = files.boxed(impl, impl.read_metadata, 2)
-    _, seconds = timed(read, files.object_array(impl, [c]), n_kv)
-    return seconds
+def renamed_tokens(path: Path, seed: int, n: int = 2000) -> bytes:
+    """The bytes of a real vocabulary file with ``n`` of its tokens changed (seeded): in each, one ASCII
+    letter becomes another, so that every length and offset stays and the file is as valid as before, but
+    no earlier reading of any file answers for this one."""
+    data = bytearray(path.read_bytes())
+    at = next(f["offset"] for f in files.ggufpy_view(path)["fields"] if f["key"] == "tokenizer.ggml.tokens")
+    pos = at + 8 + struct.unpack_from("<Q", data, at)[0]  # past the key
+    vtype, etype, count = struct.unpack_from("<IIQ", data, pos)
+    assert (vtype, etype) == (ARR, STR), "the speed files' tokens are an array of strings"
+    pos += 16
+    spans = []
+    for _ in range(count):
+        size = struct.unpack_from("<Q", data, pos)[0]
+        spans.append((pos + 8, size))
+        pos += 8 + size
+    rng = random.Random(seed)
+    changed = 0
+    for i in rng.sample(range(count), count):
+        start, size = spans[i]
+        letters = [j for j in range(start, start + size) if 0x61 <= data[j] <= 0x7A]
+        if letters:
+            j = rng.choice(letters)
+            data[j] = 0x61 + (data[j] - 0x61 + rng.randint(1, 25)) % 26
+            changed += 1
+            if changed == n:
+                break
+    return bytes(data)
+
+
+def read_timed(impl, data: bytes, name: str, folder: Path) -> tuple[float, dict]:
+    """Seconds your Cursor, read_header and read_metadata take on the file ``data`` (opened in the same timed
+    call), where your code runs, the result left there (so the pipe's time is not counted); then, untimed, what
+    read_metadata returned and where the cursor stood after it. Your worker stays stopped from the moment the
+    file is written until its timed call: nothing of the submission can start on the file before its time runs."""
+    read = files.timed_call(impl, files.TIMED_METADATA)
+    names = (impl.Cursor, impl.read_header, impl.read_metadata)
+    with quiet_submissions():
+        path = files.file_for(impl, data, name, folder)
+        out, seconds = timed(read, *names, str(path), len(data))
+    path.unlink()
+    result, end = out[0]
+    assert type(result) is tuple and len(result) == 2, "read_metadata must return two dicts: (metadata, value_types)"
+    return seconds, {"metadata": result[0], "value_types": result[1], "after_metadata": end}
+
+
+def read_as_the_reference_reads(got: dict, want: dict) -> bool:
+    """The keys in order, each value (exact types, dtypes and bytes) and value type, and the final position."""
+    if type(got["metadata"]) is not dict or type(got["value_types"]) is not dict:
+        return False
+    return same_metadata({**got, "header": None}, {**want, "header": None})
 
 
 SPEED_FILES = [files.MODELS / "ggml-vocab-bert-bge.gguf", files.MODELS / "ggml-vocab-qwen2.gguf",
@@ -233,19 +277,33 @@ SPEED_FILES = [files.MODELS / "ggml-vocab-bert-bge.gguf", files.MODELS / "ggml-v
 SLOWER = 10  # a loop calling Cursor.string per token takes 3 to 5 times the reference; quadratic, 15 to 100+
 
 
-def test_speed_on_big_vocabularies(impl, reference):
+def test_speed_on_big_vocabularies(impl, reference, tmp_path):
     """Reading a vocabulary's metadata takes at most 10 times the reference reader's time, measured in the same
     run on BERT's 30k tokens, Qwen's 152k and gemma-4's 262k: fine for a loop over the strings, too slow for
     work that grows with the square of their number (slicing off the rest of the buffer, out = out + [s],
-    insert(0, s)). Both results stay where the code ran, so the pipe's time is not counted."""
-    for path in SPEED_FILES:
-        limit = SLOWER * min(files.reference_seconds(reference, path) for _ in range(3))
-        with files.bounded(impl, max(30.0, 3 * limit), f"reading {path.name}"):
-            best = float("inf")
-            for _ in range(3):
-                best = min(best, read_seconds(impl, path))
-                if best <= limit:
-                    break
+    insert(0, s)). Both results stay where the code ran, so the pipe's time is not counted.
+
+    Each attempt reads a copy of the file of its own, with 2000 of its tokens changed (the reference reader is
+    timed on the same copy), so an earlier reading of the file cannot answer; what each timed call read must be
+    what the reference reads there."""
+    for k, path in enumerate(SPEED_FILES):
+        ref_times, best = [], float("inf")
+        for attempt in range(3):
+            data = renamed_tokens(path, seed=10 * k + attempt)
+            theirs = files.file_for(reference, data, path.name, tmp_path)
+            for _ in range(3 if attempt == 0 else 1):
+                ref_times.append(files.reference_seconds(reference, theirs))
+            theirs.unlink()
+            limit = SLOWER * min(ref_times)
+            with files.bounded(impl, max(30.0, 3 * limit), f"reading {path.name}"):
+                seconds, got = read_timed(impl, data, path.name, tmp_path)
+            want = files.sections(files.REFERENCE, data, len(data))
+            assert read_as_the_reference_reads(got, want), (
+                f"reading a copy of {path.name} with some of its tokens changed: your read_metadata read it "
+                "differently from the reference (see the checks on the real files)")
+            best = min(best, seconds)
+            if best <= limit:
+                break
         assert best <= limit, (f"reading {path.name} took {best / limit * SLOWER:.0f} times the reference's time "
                                f"(at most {SLOWER} allowed): does some step copy more and more as it goes?")
 

@@ -214,16 +214,26 @@ def test_speed(impl, reference):
     engine = support.engine_tokenizer("smollm2")
     ids = dict(engine.special_tokens)
     control = frozenset(ids)
-    text = transcript(400_000)
     ref_pattern, pattern = reference.special_pattern(list(ids)), impl.special_pattern(list(ids))
-    expected, ref_time = timed(reference.split_specials, text, ref_pattern, ids, control=control)
-    ref_time = min(ref_time, timed(reference.split_specials, text, ref_pattern, ids, control=control)[1])
-    limit = 5 * ref_time + 0.1
-    got, t = timed(impl.split_specials, text, pattern, ids, control=control)
-    assert support.as_tuples(got) == support.as_tuples(expected), "the fragments of the long transcript are wrong"
+    ref_times = []
+
+    def attempt(seed: int, ref_runs: int) -> float:
+        """Your time on a transcript of its own (the retry's too: a memo of an earlier answer cannot help),
+        after the reference's on the same one; every timed answer is checked."""
+        text = transcript(400_000, seed)
+        for _ in range(ref_runs):
+            expected, seconds = timed(reference.split_specials, text, ref_pattern, ids, control=control)
+            ref_times.append(seconds)
+        got, seconds = timed(impl.split_specials, text, pattern, ids, control=control)
+        assert support.as_tuples(got) == support.as_tuples(expected), "the fragments of the long transcript are wrong"
+        return seconds
+
+    t = attempt(0, 2)
+    limit = 5 * min(ref_times) + 0.1
     if limit < t < 3 * limit:  # one retry, in case the machine was busy
-        t = min(t, timed(impl.split_specials, text, pattern, ids, control=control)[1])
-    assert t <= limit, f"{t:.2f} s against the reference's {ref_time:.2f} s (one search per token is enough)"
+        t = min(t, attempt(1, 1))
+        limit = 5 * min(ref_times) + 0.1
+    assert t <= limit, f"{t:.2f} s against the reference's {min(ref_times):.2f} s (one search per token is enough)"
 
 
 def test_all_four_steps_together(impl):

@@ -207,35 +207,44 @@ SPEED_SLACK = 0.02
 PAIRS = 5
 
 
-def race(mine, ref, *args, factor: float = SPEED_FACTOR):
-    """Time ``ref(*args)`` and ``mine(*args)`` alternately, after one untimed call of each (cold caches).
+def race(mine, ref, make_args, check, factor: float = SPEED_FACTOR):
+    """Time ``ref`` and ``mine`` alternately, after one untimed call of each (cold caches).
 
-    Returns (the reference's result, yours, the reference's best time, your best time, within the limit?).
+    Pair ``i`` calls both on ``make_args(i)``, input of its own (the untimed calls get ``make_args(PAIRS)``,
+    which no pair gets): a memo of earlier answers has nothing to answer from. ``check(got, expected)`` runs on
+    every pair's two results, so that no timed call of ``mine`` goes unchecked (one fast wrong answer must not
+    set the best time). Returns (the reference's best time, yours, within the limit?).
     """
-    ref(*args)
-    mine(*args)
+    warm = make_args(PAIRS)
+    ref(*warm)
+    mine(*warm)
     ref_times, my_times = [], []
     for i in range(PAIRS):
+        args = make_args(i)
         expected, seconds = timed(ref, *args)
         ref_times.append(seconds)
         got, seconds = timed(mine, *args)
         my_times.append(seconds)
+        check(got, expected)
         limit = max(factor * min(ref_times), min(ref_times) + SPEED_SLACK)
         if i >= 2 and min(my_times) <= limit:
             break
     best_ref, best = min(ref_times), min(my_times)
-    return expected, got, best_ref, best, best <= limit
+    return best_ref, best, best <= limit
 
 
 def speed_check(impl, reference, ggml_type: GGMLType, megabytes: float = 1.0, seed: int = 0) -> None:
     per_block, size = GGML_BLOCK_SIZES[ggml_type]
-    raw = ordinary_blocks(ggml_type, int(megabytes * 2**20) // size, seed)
-    shape = (raw.shape[0], per_block)
-    expected, got, best_ref, best, ok = race(worker_function(impl, "dequantize"),
-                                             worker_function(reference, "dequantize"), raw, ggml_type, shape)
-    assert mismatch(got, expected) is None, f"{ggml_type.name}: the values must also be right (bit for bit)"
+    n = int(megabytes * 2**20) // size
+    inputs = [ordinary_blocks(ggml_type, n, 1000 * seed + i) for i in range(PAIRS + 1)]
+
+    def same_bits(got, expected):
+        assert mismatch(got, expected) is None, f"{ggml_type.name}: the values must also be right (bit for bit)"
+
+    best_ref, best, ok = race(worker_function(impl, "dequantize"), worker_function(reference, "dequantize"),
+                              lambda i: (inputs[i], ggml_type, (n, per_block)), same_bits)
     assert ok, (
-        f"{ggml_type.name}: {raw.shape[0]} blocks took {best * 1e3:.0f} ms, {best / best_ref:.1f}x the "
+        f"{ggml_type.name}: {n} blocks took {best * 1e3:.0f} ms, {best / best_ref:.1f}x the "
         f"reference's {best_ref * 1e3:.0f} ms (limit {SPEED_FACTOR:g}x): work on all blocks at once, no Python "
         "loop over blocks")
 

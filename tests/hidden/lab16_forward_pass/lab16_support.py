@@ -10,8 +10,8 @@ Loaded by each suite with ``runpy`` (the suites are imported in importlib mode, 
   plain data comes back.
 * :func:`fence` turns the course package's own versions of a task's functions into traps in the worker
   while a suite runs: a learner's function that reaches them (through ``NUMERICS["exact"].attention``, a
-  function's ``__globals__``, a re-export in another module ...) raises instead of passing. The integrity
-  scan reads the source for imports of the reference; the fence catches the routes a scan cannot see.
+  function's ``__globals__``, a re-export in another module ...) raises instead of passing. In a grading
+  sandbox they are stubs already (bytes2logits.kit.redact); the fence keeps the rule on the plain package.
 * SmolLM2 and the tiny llama / qwen2 / qwen3 models are built where the code under test runs
   (``impl.Model.from_gguf``, the notebook's own ``Model`` class, whose ``forward`` calls the notebook's
   ``forward``), kept for the suite, and reached through handles: only token ids and logits cross back.

@@ -264,9 +264,17 @@ def test_speed(impl, reference, smollm2, ref_smollm2):
     """forward on a 64-token prompt takes at most 3x the reference's time, measured in the same run.
 
     Whole matrices per layer: no Python loop over tokens or heads."""
-    ids = PROMPTS["multi_turn"]["ids"][:64].tolist()
-    best_ref, best, ok = S.race(lambda: smollm2.forward(ids, 0), lambda: ref_smollm2.forward(ids, 0), SPEED_FACTOR,
-                               slack=0.05)
+    # Each timed pair runs 64 random ids of its own (a prompt no other call saw, nor a prefix of one: a memo of
+    # earlier logits has nothing to answer from), and each timed result must be the reference's logits for the
+    # same ids, within the 1e-3 the checks above allow against llama.cpp.
+    prompts = [np.random.default_rng([16, i]).integers(0, N_VOCAB, 64).tolist() for i in range(5)]
+
+    def same_logits(i, got, want):
+        S.check_logits(got, 64, N_VOCAB, "a timed 64-token forward")
+        assert np.abs(got - want).max() <= 1e-3, "a timed 64-token forward: the logits differ from the reference's"
+
+    best_ref, best, ok = S.race(lambda i: smollm2.forward(prompts[i], 0), lambda i: ref_smollm2.forward(prompts[i], 0),
+                                SPEED_FACTOR, slack=0.05, pairs=len(prompts), check=same_logits)
     print(f"speed: {best:.3f} s against the reference's {best_ref:.3f} s ({best / best_ref:.2f}x)")
     assert ok, (f"a 64-token forward took {best:.2f} s, {best / best_ref:.1f}x the reference's {best_ref:.2f} s "
                 f"(limit {SPEED_FACTOR:g}x)")

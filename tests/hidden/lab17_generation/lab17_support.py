@@ -11,7 +11,7 @@ Loaded by each suite with ``runpy`` (the suites are imported in importlib mode, 
   :func:`smollm2`), so the learner's loop only ever calls objects of its own process; only ids, text and
   counters cross back.
 * :func:`fence` turns the course package's own versions of a task's functions into traps in the worker while
-  a suite runs (a learner's code that reaches them some way the integrity scan cannot see raises instead).
+  a suite runs (in a grading sandbox they are stubs already: bytes2logits.kit.redact).
 """
 
 from __future__ import annotations

@@ -205,19 +205,39 @@ def test_chunks_are_streamed(impl):
     assert first == "lo" and calls <= 2, "the first chunk comes right after the first token, before the rest run"
 
 
+# Each timed run starts from a prompt of its own (22 random ordinary ids, as long as the short fixture prompt;
+# the untimed first run gets one more), sent inside the timed call, so a memo of earlier runs has nothing to
+# answer from and no code of the submission sees a prompt before its time runs. A run returns its chunks and
+# its tokens, made in the timed call (16 of each: nothing to speak of next to 16 forward passes), and every
+# pair's must be the reference loop's for the same prompt.
+_TIMED_RUN = ("lambda generate, model, tok, sampler: (lambda ids: (lambda g: (lambda chunks: "
+              "(chunks, [int(t) for t in g.tokens]))([c for c in g]))"
+              "(generate(model, tok, ids, sampler=sampler, max_tokens=16, stop_ids=())))")
+SPEED_PAIRS = 4
+
+
 def test_speed(impl, reference):
     """A 16-token greedy run on SmolLM2 takes at most 2x the reference loop's time, measured in the same run.
 
     The forward calls dominate: one prefill and one single-token call per step, nothing recomputed."""
+    import numpy as np
+
     model, tok = S.smollm2(impl)
     ref_model, ref_tok = S.smollm2(reference)
-    ids = PROMPTS["short"]["ids"].tolist()
-    make = ("lambda generate, model, tok, sampler, ids: (lambda: (lambda g: [c for c in g] and None)"
-            "(generate(model, tok, ids, sampler=sampler, max_tokens=16, stop_ids=())))")
-    mine = S.worker_eval(impl, make)(impl.generate, model, tok, S.argmax_sampler(impl), ids)
-    ref = S.worker_eval(reference, make)(reference.generate, ref_model, ref_tok, S.argmax_sampler(reference), ids)
-    mine(), ref()
-    best_ref, best, ok = S.race(mine, ref, SPEED_FACTOR, slack=0.05, pairs=4)
+    n = len(PROMPTS["short"]["ids"])
+    prompts = [np.random.default_rng([17, 100 + i]).integers(100, 49_000, n).tolist() for i in range(SPEED_PAIRS + 1)]
+    mine = S.worker_eval(impl, _TIMED_RUN)(impl.generate, model, tok, S.argmax_sampler(impl))
+    ref = S.worker_eval(reference, _TIMED_RUN)(reference.generate, ref_model, ref_tok, S.argmax_sampler(reference))
+    ref(prompts[SPEED_PAIRS]), mine(prompts[SPEED_PAIRS])
+
+    def same(i, got, want):
+        chunks, tokens = got
+        assert type(chunks) is list and all(type(c) is str for c in chunks), "the loop yields str chunks"
+        assert tokens == want[1], "a timed run: the greedy tokens differ from the reference loop's"
+        assert "".join(chunks) == "".join(want[0]), "a timed run: the text differs from the reference loop's"
+
+    best_ref, best, ok = S.race(lambda i: mine(prompts[i]), lambda i: ref(prompts[i]), SPEED_FACTOR, slack=0.05,
+                                pairs=SPEED_PAIRS, check=same)
     print(f"speed: {best:.3f} s against the reference's {best_ref:.3f} s ({best / best_ref:.2f}x)")
     assert ok, (f"16 tokens took {best:.2f} s, {best / best_ref:.1f}x the reference's {best_ref:.2f} s "
                 f"(limit {SPEED_FACTOR:g}x): one single-token forward per step, the KV cache does the rest")

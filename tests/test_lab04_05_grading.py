@@ -17,8 +17,8 @@ def _reference_answers(lab) -> dict[str, str]:
 
 
 def _grade_copy(tmp_path, lab, changes: dict) -> dict:
-    """Grade lab's release with every answer cell done "in the learner's own words" (the reference plus a line,
-    so that it is not flagged as a copy), ``changes[task]`` appended to that task's cell or, when callable,
+    """Grade lab's release with every answer cell the reference plus a line (flagged by the similarity check,
+    which does not change a score), ``changes[task]`` appended to that task's cell or, when callable,
     replacing it. Returns ``{task: TaskResult}``."""
     reference = _reference_answers(lab)
     nb = nbformat.read(lab.release_notebook(), as_version=4)
@@ -112,7 +112,8 @@ def _lines(result) -> str:
 def test_lab04_wrong_encoders_lose_points_with_a_line_naming_the_fault(tmp_path, wrong, failed_check):
     results = _grade_copy(tmp_path, LAB04, {"bpe_tokenizer": wrong})
     task = results["bpe_tokenizer"]
-    assert not task.flags, task.flags
+    # (The reference with one method replaced is flagged by the similarity check, for review; the score is
+    # what the code earns all the same.)
     assert task.score < task.points, f"a wrong encoder scored {task.score}/{task.points}"
     # The check that names the fault (for the unused cache: any of the checks that look at the cache).
     assert any(line.startswith("x ") and failed_check in line.split(":")[0] for line in task.lines), _lines(task)
@@ -133,7 +134,6 @@ def test_lab05_codec_of_only_super_init_scores_at_most_half(tmp_path):
     encode_trusted and token_repr not written, earns at most half of the codec task."""
     results = _grade_copy(tmp_path, LAB05, {"codec": lambda ref: BARE_CODEC})
     codec = results["codec"]
-    assert not codec.flags, codec.flags
     assert codec.passed > 0, "the inherited round trip should still pass some checks"
     assert codec.score <= codec.points / 2, f"a bare super().__init__ codec scored {codec.score}/{codec.points}"
     assert "x test_every_byte_is_required" in _lines(codec)

@@ -200,13 +200,13 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
     add("shadow", partial, dict(partial_scores), files=shadow_files)
 
     # ---- the reference is not an answer: it is absent from the worker (a stub that raises), however reached
-    def ref_case(sid, code, task="byte_tokenizer", cell_meta=None):
+    def ref_case(sid, code, task="byte_tokenizer", cell_meta=None, flagged=False):
         nb = _submission({**honest, f"answer_{task}": code})
         if cell_meta:
             for cell in nb.cells:
                 if _meta(cell).get("grade_id") == f"answer_{task}":
                     cell.metadata["nbgrader"].update(cell_meta)
-        add(sid, None, {**full, task: 0.0}, nb=nb)
+        add(sid, None, {**full, task: 0.0}, nb=nb, flagged=flagged)
 
     basic = "bytes2logits.lessons.basic"
     ref_case("ref_import", f"from {basic} import ByteTokenizer")
@@ -214,7 +214,8 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
                             "    \"\"\"Mine.\"\"\"\n")
     ref_case("ref_reload", f"import importlib\nimport {basic} as b\n\nimportlib.reload(b)\n"
                            "ByteTokenizer = b.ByteTokenizer")
-    ref_case("ref_exec", f"import {basic} as m\nsrc = open(m.__file__).read()\nexec(src)")
+    # (code run from a string is also flagged for review: the similarity check cannot read it)
+    ref_case("ref_exec", f"import {basic} as m\nsrc = open(m.__file__).read()\nexec(src)", flagged={"byte_tokenizer"})
     # The nine ways of the audit, each of which scored full marks against the source scan:
     ref_case("ref_locked", f"from {basic} import ByteTokenizer", cell_meta={"locked": True})
     ref_case("ref_globals", f"from {basic} import CharTokenizer as _C\n"
@@ -230,7 +231,7 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
                                 "exec(compile(open(m.__file__).read(), 'x', 'exec'))\n"
                                 "here = os.path.dirname(m.__file__)\n"
                                 "for f in glob.glob(os.path.join(here, '__pycache__', 'basic*')):\n"
-                                "    exec(marshal.loads(open(f, 'rb').read()[16:]))")
+                                "    exec(marshal.loads(open(f, 'rb').read()[16:]))", flagged={"byte_tokenizer"})
     ref_case("ref_other_module", "from bytes2logits.engine.decoders import StreamDecoder\n"
                                  "from bytes2logits.text import decode_utf8_prefix\n", task="stream_decoder")
     ref_case("ref_code_clone", f"import {basic} as m\nimport types\n\n\nclass ByteTokenizer:\n    vocab_size = 256\n"
@@ -381,6 +382,9 @@ def _class(correct: dict[str, str], root, listener) -> dict[str, tuple]:
                                              "schema_version": 3, "solution": False}
     forged.cells[at + 1].metadata["nbgrader"] = {"grade": False, "grade_id": "answer_byte_tokenizer",
                                                  "locked": False, "schema_version": 3, "solution": True}
+    for cell in forged.cells:  # and its real answer cell claims to be a test cell worth 999 points
+        if _meta(cell).get("grade_id") == "answer_char_tokenizer":
+            cell.metadata["nbgrader"].update(grade=True, points=999)
     add("forged_metadata", None, dict(full), nb=forged)
     return students
 
@@ -403,6 +407,15 @@ def graded_class(tmp_path_factory):
         for name, text in files.items():
             (folder / name).write_text(text)
         hashes[sid] = hashlib.sha256((folder / f"{LAB.name}.ipynb").read_bytes()).hexdigest()
+    # Links planted beside a notebook (a hand copy, an exchange written to directly): nbgrader would follow
+    # them into autograded/, and a cell would print what they point at. Such a submission is not graded.
+    linked = root / "submitted" / "linked_files" / LAB.name
+    linked.mkdir(parents=True)
+    nbformat.write(_submission(_honest_answers(), [_code(
+        "import os\nfor _n in sorted(os.listdir('.')):\n    try:\n        print(_n, open(_n).read())\n"
+        "    except OSError:\n        pass")]), linked / f"{LAB.name}.ipynb")
+    (linked / "env.txt").symlink_to("/proc/self/environ")
+    (linked / "notes.txt").symlink_to(hidden_root() / LAB.name / "test_byte_tokenizer.py")
     course_files = _course_files(root)
     cmd = [sys.executable, "-m", "bytes2logits", "grade", "--root", str(root), "--timeout", str(CELL_TIMEOUT),
            "--budget", str(BUDGET)]
@@ -526,9 +539,17 @@ def test_no_student_reached_another_students_files(graded_class):
                 if path.is_file():
                     assert MARK not in path.read_text(errors="replace"), f"{path} holds an attacker's text"
     for path in root.rglob("*"):
-        assert not path.is_symlink(), f"a link appeared in the course: {path} -> {os.readlink(path)}"
+        if "linked_files" not in path.parts:
+            assert not path.is_symlink(), f"a link appeared in the course: {path} -> {os.readlink(path)}"
     mine = root / "autograded" / "overwrite_victim" / LAB.name / f"{LAB.name}.ipynb"
     assert not mine.is_symlink() and MARK in mine.read_text(), "the attacker's own notebook is its own"
+
+
+def test_a_submission_holding_links_is_skipped_not_followed(graded_class):
+    root, _, result, _, _, _ = graded_class
+    lines = [ln for ln in result.stdout.splitlines() if "linked_files" in ln]
+    assert lines and all("symbolic link" in ln for ln in lines), lines
+    assert not (root / "autograded" / "linked_files").exists() and not (root / "feedback" / "linked_files").exists()
 
 
 def test_no_secret_reached_any_page_or_output(graded_class):
@@ -536,7 +557,7 @@ def test_no_secret_reached_any_page_or_output(graded_class):
     root, _, result, _, _, _ = graded_class
     assert SECRET not in result.stdout + result.stderr
     for path in root.rglob("*"):
-        if path.is_file():
+        if path.is_file() and not path.is_symlink():
             assert SECRET.encode() not in path.read_bytes(), f"{path} holds the grader's secret"
     page = (root / "feedback" / "secrets" / LAB.name / f"{LAB.name}.html").read_text()
     assert "stolen:" in page, "the attacker's cell ran (and found nothing)"

@@ -280,22 +280,63 @@ def test_links_in_submitted_are_skipped(tmp_path):
     assert any("larger than" in s.reason for s in skipped if "hugo" in s.path)
 
 
-def test_memory_handed_to_a_child_process_still_counts(tmp_path):
-    """A memory gate measures the whole sandbox where it can (the cgroup's peak): a child that allocates,
-    answers and exits before the block ends is counted as the worker itself would be."""
+def _gated_peak(tmp_path, src: str, call: str, n: int) -> int:
+    """The memory ``call(n)`` of ``src`` uses, as a memory gate measures it (skipped where it cannot)."""
     from bytes2logits.kit.remote import peak_memory
 
-    src = ("import os\n\ndef offload(n):\n    r, w = os.pipe()\n    pid = os.fork()\n    if pid == 0:\n"
-           "        b = bytearray(n)\n        b[::4096] = b'x' * len(b[::4096])\n        os.write(w, b'ok')\n"
-           "        os._exit(0)\n    os.read(r, 2)\n    os.waitpid(pid, 0)\n    return n\n")
     sub = Submission([(0, src)], files=tmp_path)
     try:
-        impl = RemoteImplementation(sub, "offload")
-        impl.offload(1024)
+        impl = RemoteImplementation(sub, "memory")
+        getattr(impl, call)(1024)
         with peak_memory(impl) as peak:
-            impl.offload(200 * 1024 ** 2)
+            getattr(impl, call)(n)
     finally:
         sub.close()
     if peak.how != "sandbox cgroup peak":
         pytest.skip("needs root and a cgroup-v1 memory hierarchy (as on CI)")
-    assert peak.peak >= 150 * 1024 ** 2, f"a child's 200 MiB counted as {peak.peak / 1024 ** 2:.0f} MiB"
+    return peak.peak
+
+
+def test_memory_handed_to_a_child_process_still_counts(tmp_path):
+    """A memory gate measures the whole sandbox where it can (the cgroup's peak): a child that allocates,
+    answers and exits before the block ends is counted as the worker itself would be."""
+    src = ("import os\n\ndef offload(n):\n    r, w = os.pipe()\n    pid = os.fork()\n    if pid == 0:\n"
+           "        b = bytearray(n)\n        b[::4096] = b'x' * len(b[::4096])\n        os.write(w, b'ok')\n"
+           "        os._exit(0)\n    os.read(r, 2)\n    os.waitpid(pid, 0)\n    return n\n")
+    peak = _gated_peak(tmp_path, src, "offload", 200 * 1024 ** 2)
+    assert peak >= 150 * 1024 ** 2, f"a child's 200 MiB counted as {peak / 1024 ** 2:.0f} MiB"
+
+
+def test_memory_freed_inside_the_call_does_not_hide_what_the_call_uses(tmp_path):
+    """Ballast: a notebook that holds 300 MB, frees it inside the gated call and uses 200 MB there, used 200 MB."""
+    src = ("_ballast = [bytearray(300 * 1024 ** 2)]\nfor b in _ballast:\n    b[::4096] = b'x' * len(b[::4096])\n\n\n"
+           "def call(n):\n    if n > 1024:\n        _ballast.clear()\n    b = bytearray(n)\n"
+           "    b[::4096] = b'x' * len(b[::4096])\n    return len(b)\n")
+    peak = _gated_peak(tmp_path, src, "call", 200 * 1024 ** 2)
+    assert peak >= 150 * 1024 ** 2, f"200 MB used after freeing 300 MB counted as {peak >> 20} MB"
+
+
+def test_a_peer_that_stops_reading_cannot_block_the_grader():
+    """A worker can fill its own inbound pipe and stop: the grader's write then waits only until its deadline."""
+    from bytes2logits.kit.wire import Channel, Timeout
+
+    r, w = os.pipe()
+    channel = Channel(os.open("/dev/null", os.O_RDONLY), w)
+    try:
+        start = time.monotonic()
+        with pytest.raises(Timeout):
+            channel.send(b"x" * (4 << 20), deadline=time.monotonic() + 0.5)
+        assert time.monotonic() - start < 5
+    finally:
+        channel.close()
+        os.close(r)
+
+
+def test_code_built_at_run_time_is_flagged_for_review():
+    from bytes2logits.kit.similarity import opaque_findings
+
+    lab = LABS["lab01_tokenizers"]
+    hidden = "import base64, zlib\nexec(zlib.decompress(base64.b64decode(DATA)))"
+    assert [f.task for f in opaque_findings(lab, [(4, hidden, "char_tokenizer")])] == ["char_tokenizer"]
+    assert {f.task for f in opaque_findings(lab, [(4, hidden, None)])} == {t.id for t in lab.tasks}
+    assert opaque_findings(lab, [(4, "import re\n_P = re.compile('a+')\nexec('x = 1')", "char_tokenizer")]) == []

@@ -138,9 +138,15 @@ def scan_submissions(root: Path, labs: list[str] | None = None) -> tuple[list[tu
             if labs is not None and lab not in labs:
                 continue
             notebooks = sorted(p.name for p in lab_dir.glob("*.ipynb"))
-            if (lab_dir / f"{lab}.ipynb").is_symlink():
-                skipped.append(Skipped(rel(lab_dir / f"{lab}.ipynb"), "a link, not a notebook (links in "
-                                       "submitted/ are never followed)"))
+            too_much = _too_much_code(lab_dir / f"{lab}.ipynb")
+            if too_much:
+                skipped.append(Skipped(rel(lab_dir / f"{lab}.ipynb"), too_much))
+                continue
+            odd = _odd_entry(lab_dir)
+            if odd is not None:
+                skipped.append(Skipped(rel(odd[0]), f"{odd[1]}: this submission is not graded (nbgrader would "
+                                       "follow it, and it could point at any file the grader can read); "
+                                       "links in submitted/ are never followed"))
                 continue
             if (lab_dir / f"{lab}.ipynb").is_file() and \
                     (lab_dir / f"{lab}.ipynb").stat().st_size > MAX_NOTEBOOK_BYTES:
@@ -157,6 +163,47 @@ def scan_submissions(root: Path, labs: list[str] | None = None) -> tuple[list[tu
                     skipped.append(Skipped(rel(lab_dir / extra), f"not graded: only {lab}.ipynb is "
                                            f"({student_dir.name}'s {lab}.ipynb is graded)"))
     return found, skipped
+
+
+def _too_much_code(notebook: Path) -> str | None:
+    """Why a notebook is not graded for its size (None when it is fine): only files over the code limit are
+    read to count (a notebook's outputs are dropped before grading and do not count)."""
+    from .settings import MAX_CODE_CHARS
+
+    try:
+        if notebook.is_symlink() or not notebook.is_file() or notebook.stat().st_size <= MAX_CODE_CHARS:
+            return None
+        cells = json.loads(notebook.read_text(encoding="utf-8")).get("cells", [])
+        code = sum(len("".join(c.get("source", ""))) for c in cells
+                   if isinstance(c, dict) and c.get("cell_type") == "code")
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None  # nbgrader reports a notebook it cannot read
+    if code > MAX_CODE_CHARS:
+        return f"{code:,} characters of code, more than the {MAX_CODE_CHARS:,} the grader reads: not graded"
+    return None
+
+
+def _odd_entry(folder: Path) -> tuple[Path, str] | None:
+    """The first entry under ``folder`` that is not a plain folder or a regular file of one link, with what it
+    is; None when there is none. (Looked at with ``lstat``: a link is never followed.)"""
+    import stat
+
+    for base, dirs, files in os.walk(folder, followlinks=False):
+        for name in sorted(dirs + files):
+            path = Path(base) / name
+            try:
+                st = os.lstat(path)
+            except OSError:
+                return path, "an entry that cannot be read"
+            if stat.S_ISLNK(st.st_mode):
+                return path, "a symbolic link"
+            if stat.S_ISDIR(st.st_mode):
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                return path, "not a regular file (a pipe, socket or device)"
+            if st.st_nlink > 1:
+                return path, "a file with another name elsewhere (a hard link)"
+    return None
 
 
 def _digest(paths: list[Path], base: Path) -> str:

@@ -151,6 +151,10 @@ LABS: dict[str, Lab] = {
             imports=("import re", "from collections.abc import Iterable, Mapping, Sequence",
                      "from itertools import chain"),
             given=("PRETOKENIZE_PATTERN", "_PRETOKENIZE", "_check_special_tokens"),
+            # Encoding by rank, elsewhere in the package: the engine's BPE model and its merge loops, the batch
+            # encoder, the chapter view's stepper. Stubs in this task's grading sandbox too.
+            also_answers=tuple((name, "bpe_tokenizer") for name in (
+                "bpe_merge", "_merge_by_priority", "BPE", "_BatchMerger", "FastBPETokenizer", "merge_steps")),
             tasks=(
                 Task("piece_cache", "A cache that computes a missing piece once", ("_PieceCache",), 1),
                 Task("bpe_tokenizer", "BPETokenizer: encode by rank, decode, specials", ("BPETokenizer",), 9),
@@ -165,6 +169,8 @@ LABS: dict[str, Lab] = {
                      "from collections.abc import Mapping, Sequence",
                      "from bytes2logits.lessons.bpe import BPETokenizer"),
             given=("_check_special_tokens",),
+            # The GPT-2 file loader's own printable form of a token does the printable task's work.
+            also_answers=(("_printable", "printable"),),
             tasks=(
                 Task("printable", "Show byte tokens GPT-2 style", ("bytes_to_unicode", "token_to_printable"), 2),
                 Task("codec", "ByteLevelCodec: validate, round trip, trusted specials", ("ByteLevelCodec",), 8),

@@ -20,7 +20,6 @@ flagged for manual grading, and the next submission is graded as usual.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
@@ -64,10 +63,11 @@ class SandboxedKernelManager(AsyncKernelManager):
     """A kernel started inside the sandbox, connected to nbgrader through Unix sockets in its own folder.
 
     The kernel never runs in ``autograded/<student>/<lab>/``, nor in any folder nbgrader reads or writes
-    afterwards: its home and working folder are its sandbox's private tmpfs, holding a copy of the
-    submission's files (regular files only, read without following links). Its results come back as
-    messages on its sockets. The one host folder it can write holds only those sockets; the connection file
-    is read-only to it. Its environment is the sandbox's allow-list (no secret of nbgrader's reaches it).
+    afterwards: its home and working folder are its sandbox's private tmpfs, empty as the trusted worker's
+    is (a lab notebook is self-contained; a file beside it might be anything nbgrader's collect copied,
+    links followed). Its results come back as messages on its sockets. The one host folder it can write
+    holds only those sockets; the connection file is read-only to it. Its environment is the sandbox's
+    allow-list (no secret of nbgrader's reaches it).
     """
 
     def __init__(self, **kwargs):
@@ -80,17 +80,12 @@ class SandboxedKernelManager(AsyncKernelManager):
         self.connection_file = str(self._box / "conn" / "kernel.json")
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
-        cwd = Path(os.path.abspath(kw.pop("cwd", None) or os.getcwd()))
-        copies = []
-        with contextlib.suppress(OSError):
-            copies = [cwd / name for name in sorted(os.listdir(cwd))]
+        kw.pop("cwd", None)  # autograded/<student>/<lab>/: never the kernel's, nor anything in it
         # The interrupt at a cell's time limit goes as a message: a signal would reach bwrap, not the kernel.
         self.kernel_spec.interrupt_mode = "message"
         prefix = [sys.executable, "-m", "bytes2logits.kit.sandbox", "--ro", str(self._box / "conn"),
                   "--rw", str(self._box / "sock"), "--parent-pid", str(os.getpid()),
                   "--env", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1"]
-        for path in copies:
-            prefix += ["--copy", str(path)]
         kw["cwd"] = str(self._box)  # the launcher's own folder, on the host; the kernel's is in its sandbox
         return await super()._async_launch_kernel(prefix + ["--", *kernel_cmd], **kw)
 
@@ -108,15 +103,16 @@ class SubmittedCellMetadata(NbGraderPreprocessor):
     cell of the instructor's notebook, once.
 
     A submission can write any metadata into its own cells. A ``grade_id`` the instructor's notebook does not
-    have, or one that a second cell repeats, made nbgrader's ``OverwriteCells`` stop the whole submission
-    (``KeyError``); such a cell is the learner's own, so it becomes a plain cell. Instructor cells keep their
-    metadata, and ``OverwriteCells`` then restores their source as usual.
+    have, one that a second cell repeats, or flags that disagree with the instructor's (``"grade": true,
+    "points": 999`` on an answer cell) made nbgrader's ``OverwriteCells`` stop the whole submission; such a
+    cell is the learner's own, so it becomes a plain cell, and a cell that names an instructor cell gets that
+    cell's nbgrader metadata back. ``OverwriteCells`` then restores the instructor cells' source as usual.
     """
 
     def preprocess(self, nb, resources):
         lab = find_lab(resources["nbgrader"]["assignment"])
         source = nbformat.read(lab.source_notebook(), as_version=4)
-        known = {_meta(c).get("grade_id") for c in source.cells if _meta(c).get("grade_id")}
+        known = {_meta(c)["grade_id"]: c for c in source.cells if _meta(c).get("grade_id")}
         seen: set[str] = set()
         for cell in nb.cells:
             meta = cell.get("metadata", {})
@@ -124,10 +120,13 @@ class SubmittedCellMetadata(NbGraderPreprocessor):
             if nbg is None:
                 continue
             gid = nbg.get("grade_id") if isinstance(nbg, dict) else None
-            if not isinstance(gid, str) or gid not in known or gid in seen:
+            if not isinstance(gid, str) or gid not in known or gid in seen \
+                    or known[gid].cell_type != cell.get("cell_type"):
                 del meta["nbgrader"]
                 continue
             seen.add(gid)
+            # The instructor's flags, not the learner's: points, grade, solution and locked as the lab set them.
+            meta["nbgrader"] = copy.deepcopy(dict(known[gid].metadata["nbgrader"]))
         return nb, resources
 
     def preprocess_cell(self, cell, resources, index):  # pragma: no cover - preprocess does the work

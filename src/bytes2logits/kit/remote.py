@@ -447,6 +447,29 @@ class _Peak:
     how: str = ""
 
 
+class _LowWater:
+    """The lowest memory usage of a sandbox while a block runs, sampled every millisecond or two."""
+
+    def __init__(self, box):
+        import threading
+
+        self.value = 1 << 62
+        self._box, self._done = box, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._done.is_set():
+            now = self._box._cgroups.memory()
+            if now is not None:
+                self.value = min(self.value, now[0])
+            self._done.wait(0.001)
+
+    def stop(self):
+        self._done.set()
+        self._thread.join(1)
+
+
 @contextlib.contextmanager
 def peak_memory(impl):
     """Measure the peak memory of what runs inside the block, where ``impl``'s code runs.
@@ -469,10 +492,16 @@ def peak_memory(impl):
             base = box.memory_mark()
             if base is not None:
                 # The sandbox's whole memory (the cgroup's peak): work handed to a child process, which then
-                # exits, counts as it does in the worker itself.
-                yield result
+                # exits, counts as it does in the worker itself. The rise is taken from the lowest usage seen
+                # during the block, not from its start: memory a notebook holds beforehand and frees inside
+                # the call (ballast) would otherwise hide as much again.
+                low = _LowWater(box)
+                try:
+                    yield result
+                finally:
+                    low.stop()
                 peak = box.memory_peak()
-                result.peak = max(0, (peak or 0) - base)
+                result.peak = max(0, (peak or 0) - min(base, low.value))
                 result.how = "sandbox cgroup peak"
                 return
         if pid is not None and Path(f"/proc/{pid}/clear_refs").exists():

@@ -407,7 +407,7 @@ class Endpoint:
         rid = next(self._rids)
         release, self.pending_release = self.pending_release, []
         self.calls += 1
-        self.channel.send(self.pack(("q", rid, op, args, tuple(release))))
+        self.channel.send(self.pack(("q", rid, op, args, tuple(release))), self.deadline)
         while True:
             msg = self.unpack(self.channel.recv(self.deadline))
             # Decoding is the grader's work on the peer's behalf: it counts against the same deadline.
@@ -462,7 +462,7 @@ class Endpoint:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)) and not isinstance(exc, StopIteration):
                 exc = RuntimeError(f"the code raised {type(exc).__name__}")
             payload = self.pack(("x", rid, exception_record(exc)))
-        self.channel.send(payload)
+        self.channel.send(payload, self.deadline)
 
     def _dispatch(self, op, args):
         if type(op) is not str or type(args) is not tuple:

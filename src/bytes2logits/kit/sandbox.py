@@ -83,18 +83,11 @@ class Mounts:
     ``readonly``: host folders shown read-only at the same path (filled by the grader, never by the sandbox).
     ``writable``: host folders the sandbox may write (only a kernel's socket folder, on a host tmpfs).
     ``overlays``: ``(source, dest)`` pairs: ``source`` shown read-only at ``dest``, hiding what is there.
-    ``copies``: host files copied into the sandbox's home (opened without following links; regular files
-    only, at most :data:`COPY_LIMIT` bytes each).
     """
 
     readonly: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
     overlays: tuple[tuple[Path, Path], ...] = ()
-    copies: tuple[Path, ...] = ()
-
-
-COPY_LIMIT = 32 * MIB
-MAX_COPIES = 64
 
 
 def bwrap_path() -> str | None:
@@ -153,18 +146,34 @@ def describe() -> str:
     if mode() == "bwrap":
         caps = [name for name, c in (("processes", "pids"), ("memory", "memory"), ("CPU", "cpu"))
                 if _cgroup_root(c)]
-        cg = f"with cgroup caps on {', '.join(caps)}" if caps else "with rlimits (no cgroups: not root)"
+        if caps:
+            cg = f"with cgroup caps on {', '.join(caps)}"
+        elif os.geteuid() == 0:
+            cg = "with rlimits only: " + ROOT_WITHOUT_CGROUPS
+        else:
+            cg = "with rlimits (no cgroups: not root)"
         return (f"bwrap sandbox (user, pid, network, IPC namespaces; no capabilities; read-only system; "
                 f"private {Limits().disk // MIB} MiB tmpfs; {cg})")
     return "fallback: new session + rlimits only (no bwrap)"
 
 
+ROOT_WITHOUT_CGROUPS = (
+    "WARNING: grading as root where no cgroup-v1 pids controller can be used (a cgroup-v2-only host?): a sandbox's "
+    "processes, memory and CPU are not capped as a whole, and RLIMIT_NPROC does not bind root, so a fork bomb is "
+    "bounded only by the host. Grade as a non-root user, or on a host with cgroup v1 controllers.")
+
+
 def warn_if_reduced() -> None:
     global _WARNED
-    if mode() != "bwrap" and not _WARNED:
+    if _WARNED:
+        return
+    if mode() != "bwrap":
         _WARNED = True
         print(FALLBACK_WARNING, file=sys.stderr, flush=True)
         warnings.warn(FALLBACK_WARNING, RuntimeWarning, stacklevel=2)
+    elif os.geteuid() == 0 and _cgroup_root("pids") is None:
+        _WARNED = True
+        print(ROOT_WITHOUT_CGROUPS, file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------------------ environment
@@ -473,26 +482,7 @@ def _zombie(pid: int) -> bool:
     return _state(pid) in ("Z", "X", "")
 
 
-def _copy_fds(copies) -> list[tuple[int, str]]:
-    """Open each file to copy in (no links followed, regular files only, size-capped): ``(fd, name)``."""
-    out = []
-    for path in list(copies)[:MAX_COPIES]:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            continue
-        st = os.fstat(fd)
-        import stat
-
-        if not stat.S_ISREG(st.st_mode) or st.st_size > COPY_LIMIT or Path(path).name.startswith("."):
-            os.close(fd)
-            continue
-        out.append((fd, Path(path).name))
-    return out
-
-
-def _bwrap_args(mounts: Mounts, limits: Limits, info_fd: int | None = None,
-                copy_fds: list[tuple[int, str]] = ()) -> list[str]:
+def _bwrap_args(mounts: Mounts, limits: Limits, info_fd: int | None = None) -> list[str]:
     """bwrap's command line up to ``--``: namespaces, no capabilities, a read-only system, the mounts, and a
     private sized tmpfs as home and working folder."""
     cmd = [bwrap_path(), "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
@@ -525,8 +515,6 @@ def _bwrap_args(mounts: Mounts, limits: Limits, info_fd: int | None = None,
         cmd += ["--ro-bind", str(Path(src).resolve()), str(dest)]
     for p in mounts.writable:
         cmd += ["--bind", str(Path(p).resolve()), str(Path(p).resolve())]
-    for fd, name in copy_fds:
-        cmd += ["--file", str(fd), f"{HOME}/{name}"]
     # Everything but the binds above lives on bwrap's own root, which becomes read-only too, as does /dev
     # (its device nodes still work; /dev/shm is its own tmpfs).
     return cmd + ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", HOME, "--"]
@@ -551,13 +539,9 @@ def _stderr():
     return None if os.environ.get("BYTES2LOGITS_WORKER_STDERR") else subprocess.DEVNULL
 
 
-def _fallback_home(copies) -> Path:
-    """Without bwrap: a private folder of this user's as home, with the copies in it."""
-    home = Path(tempfile.mkdtemp(prefix="b2l-sandbox-"))
-    for fd, name in _copy_fds(copies):
-        with os.fdopen(fd, "rb") as src, open(home / name, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-    return home
+def _fallback_home() -> Path:
+    """Without bwrap: a private folder of this user's as home."""
+    return Path(tempfile.mkdtemp(prefix="b2l-sandbox-"))
 
 
 def launch(argv: list[str], *, mounts: Mounts = Mounts(), pass_fds: tuple[int, ...] = (),
@@ -570,20 +554,16 @@ def launch(argv: list[str], *, mounts: Mounts = Mounts(), pass_fds: tuple[int, .
         warn_if_reduced()
     is_root = os.geteuid() == 0
     if how == "bwrap":
-        copies = _copy_fds(mounts.copies)
         r, w = os.pipe()
         try:
-            proc = subprocess.Popen(_bwrap_args(mounts, limits, info_fd=w, copy_fds=copies) + list(argv),
-                                    pass_fds=(*pass_fds, w, *(fd for fd, _ in copies)), env=child_env(HOME, env),
-                                    cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=_stderr(), preexec_fn=lambda: _limit_self(limits, cgroups, is_root),
-                                    close_fds=True)
+            proc = subprocess.Popen(_bwrap_args(mounts, limits, info_fd=w) + list(argv), pass_fds=(*pass_fds, w),
+                                    env=child_env(HOME, env), cwd="/", stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=_stderr(),
+                                    preexec_fn=lambda: _limit_self(limits, cgroups, is_root), close_fds=True)
         finally:
             os.close(w)
-            for fd, _ in copies:
-                os.close(fd)
         return Sandboxed(proc, cgroups, r, "bwrap")
-    home = _fallback_home(mounts.copies)
+    home = _fallback_home()
     proc = subprocess.Popen(list(argv), pass_fds=pass_fds, env=child_env(str(home), env), cwd=home,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=_stderr(),
                             preexec_fn=lambda: _limit_self(limits, cgroups, is_root), start_new_session=True,
@@ -606,7 +586,7 @@ def selftest(mounts: Mounts = Mounts()) -> None:
             if mode() == "bwrap":
                 cmd, env, cwd = _bwrap_args(mounts, Limits()) + argv, child_env(), "/"
             else:
-                home = _fallback_home(())
+                home = _fallback_home()
                 cmd, env, cwd = argv, child_env(str(home)), home
             res = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
             ok, why = res.returncode == 0 and res.stdout.strip() == "ok", (res.stderr or res.stdout)[-800:]
@@ -672,8 +652,7 @@ def _die_with(parent: int) -> None:
 
 
 def exec_main(argv: list[str]) -> int:
-    """``python -m bytes2logits.kit.sandbox [--ro DIR]... [--rw DIR]... [--copy FILE]... -- CMD...``: become
-    CMD, sandboxed.
+    """``python -m bytes2logits.kit.sandbox [--ro DIR]... [--rw DIR]... -- CMD...``: become CMD, sandboxed.
 
     How nbgrader's autograde kernel is started (its kernel manager prefixes the kernel's command with
     this): the limits are applied to this process and it ``exec``s bwrap (or, without it, the command) with
@@ -684,8 +663,6 @@ def exec_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bytes2logits.kit.sandbox")
     parser.add_argument("--ro", type=Path, action="append", default=[], help="a folder shown read-only")
     parser.add_argument("--rw", type=Path, action="append", default=[], help="a folder the command may write")
-    parser.add_argument("--copy", type=Path, action="append", default=[],
-                        help="a file copied into the sandbox's home (its working folder)")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="a variable for the command, besides the allow-list")
     parser.add_argument("--parent-pid", type=int, default=None,
@@ -705,16 +682,13 @@ def exec_main(argv: list[str]) -> int:
     _limit_self(limits, cgroups, os.geteuid() == 0)
     mounts = Mounts(readonly=tuple(args.ro), writable=tuple(args.rw))
     if how == "bwrap":
-        copies = _copy_fds(args.copy)
-        for fd, _ in copies:
-            os.set_inheritable(fd, True)
-        full = _bwrap_args(mounts, limits, copy_fds=copies) + cmd
+        full = _bwrap_args(mounts, limits) + cmd
         env = child_env(HOME, extra)
         os.chdir("/")
     else:
         warn_if_reduced()
         os.setsid()
-        home = _fallback_home(args.copy)
+        home = _fallback_home()
         os.chdir(home)
         full = cmd
         env = child_env(str(home), extra)

@@ -18,3 +18,8 @@ IGNORE_STDERR_PATTERN = r"(?m)^.*\b\w*Warning: |^\s*warnings\.warn\("
 # Files a submission may contain that must never shadow the test machinery.
 IGNORED_FILES = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "pytest.py", "conftest.py",
                  "sitecustomize.py", "usercustomize.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"]
+
+# Characters of code (every code cell's source) a submission may hold. A lab's own notebook holds about 30 000;
+# one cell of megabytes costs the similarity check and the feedback page's highlighting gigabytes of memory
+# before any time limit applies. A notebook over this is not graded, with a line that says why.
+MAX_CODE_CHARS = 500_000

@@ -106,8 +106,8 @@ from pathlib import Path
 from .labs import Lab
 
 __all__ = ["K", "MIN_FINGERPRINTS", "NOT_JUDGED", "THRESHOLD", "W", "SimilarityFinding", "TaskScore", "findings",
-           "fingerprints", "kgram_hashes", "normalize", "reference_fingerprints", "scaffold_sources", "similarity",
-           "stub_source", "task_scores", "winnow"]
+           "fingerprints", "kgram_hashes", "normalize", "opaque_findings", "reference_fingerprints",
+           "scaffold_sources", "similarity", "stub_source", "task_scores", "winnow"]
 
 #: Tokens per k-gram (see the module docstring).
 K = 10
@@ -534,7 +534,7 @@ class SimilarityFinding:
     score: float
 
     def line(self) -> str:
-        """``cell N: reason``, as :class:`bytes2logits.kit.integrity.Finding` says it."""
+        """``cell N: reason``: the line the learner's feedback and the gradebook's flag carry."""
         return f"cell {self.cell}: {self.reason}"
 
 
@@ -543,8 +543,8 @@ def findings(lab: Lab, written_cells: Iterable[tuple[int, str, str | None]], *, 
     """One finding per task of ``lab`` that scores at or above ``threshold`` (default ``THRESHOLD``).
 
     ``written_cells`` are ``(cell index, source, task id or None)`` of the cells the learner wrote, as
-    ``integrity.scan_cells`` takes them. Tasks too short to judge, and those in ``NOT_JUDGED``, are never
-    flagged.
+    :func:`bytes2logits.kit.notebook.submission_cells` gives them. Tasks too short to judge, and those in
+    ``NOT_JUDGED``, are never flagged.
     """
     limit = THRESHOLD if threshold is None else threshold
     found = []
@@ -557,4 +557,38 @@ def findings(lab: Lab, written_cells: Iterable[tuple[int, str, str | None]], *, 
         reason = (f"{int(ts.score * 100)}% of the reference's own code for this task ({ts.task}) appears in "
                   f"{where} (similarity check; an instructor will review it)")
         found.append(SimilarityFinding(ts.task, ts.cell, reason, round(ts.score, 3)))
+    return found
+
+
+# Calls that run code built at run time: what the similarity check cannot read (a pasted reference, compressed
+# and exec'd, scores nothing here). A learner's answer has no need of them, so they go to a person too.
+_OPAQUE_CALLS = {"exec", "eval", "compile", "__import__"}
+
+
+def opaque_findings(lab: Lab, written_cells: Iterable[tuple[int, str, str | None]]) -> list[SimilarityFinding]:
+    """Cells that run code they build at run time (``exec``/``eval``/``compile``/``__import__`` of something
+    other than a literal): the similarity check cannot read that code, so the task is flagged for review.
+    A cell tied to no task flags every task of the lab. The score is not touched."""
+    found = []
+    for index, source, task in written_cells:
+        try:
+            tree = ast.parse(_transform(source))
+        except SyntaxError:
+            continue
+        hits = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                fn = node.func
+                # exec(...), builtins.exec(...); re.compile(...) is a regular expression, not code
+                name = fn.id if isinstance(fn, ast.Name) else \
+                    fn.attr if isinstance(fn, ast.Attribute) and fn.attr in ("exec", "eval", "__import__") else ""
+                literal = bool(node.args) and isinstance(node.args[0], ast.Constant)
+                if name in _OPAQUE_CALLS and not literal:
+                    hits.add(name)
+        if not hits:
+            continue
+        reason = (f"runs code it builds at run time ({', '.join(sorted(hits))}), which the similarity check "
+                  "cannot read (an instructor will review it)")
+        for t in ([task] if task else [t.id for t in lab.tasks]):
+            found.append(SimilarityFinding(t, index, reason, 1.0))
     return found

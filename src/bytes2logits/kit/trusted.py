@@ -31,6 +31,7 @@ from pathlib import Path
 
 from .labs import Lab, find_lab, hidden_root
 from .notebook import instructor_cells, read_notebook, submission_cells
+from .settings import MAX_CODE_CHARS
 
 __all__ = ["TaskResult", "grade_submission", "main"]
 
@@ -103,7 +104,13 @@ def grade_submission(notebook, lab: Lab | None = None, *, call_seconds: float | 
     solution = read_notebook(lab.source_notebook())
     instructor_cells(nb, solution)
     run, written = submission_cells(nb, lab, solution)
-    findings = similarity.findings(lab, written) if check_reference_use else []
+    code = sum(len(src) for _, src, _ in written)
+    if code > MAX_CODE_CHARS:
+        why = (f"not graded: your cells hold {code:,} characters of code, more than the {MAX_CODE_CHARS:,} the "
+               "grader reads (a lab needs a few thousand); remove what you pasted or generated, and check again")
+        return [TaskResult(t.id, float(t.points), lines=[why]) for t in lab.tasks]
+    findings = similarity.findings(lab, written) + similarity.opaque_findings(lab, written) \
+        if check_reference_use else []
     given = {name: lab.reference_object(name) for name in lab.given}
     results: list[TaskResult] = []
     # Each task is graded in a worker that sees a copy of the package in which that task is a stub: its

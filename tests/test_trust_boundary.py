@@ -340,3 +340,19 @@ def test_code_built_at_run_time_is_flagged_for_review():
     assert [f.task for f in opaque_findings(lab, [(4, hidden, "char_tokenizer")])] == ["char_tokenizer"]
     assert {f.task for f in opaque_findings(lab, [(4, hidden, None)])} == {t.id for t in lab.tasks}
     assert opaque_findings(lab, [(4, "import re\n_P = re.compile('a+')\nexec('x = 1')", "char_tokenizer")]) == []
+
+
+def test_socket_folders_of_killed_graders_are_removed(tmp_path):
+    """A grader killed before its kernel's clean-up (a worker lost mid-submission) leaves the kernel's socket
+    folder behind; the next kernel manager removes those whose owner has gone, and only those."""
+    from bytes2logits.kit.nbgrade import _reap_kernel_folders
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    gone = tmp_path / f"b2l-kernel-{dead.pid}-abc123"
+    mine = tmp_path / f"b2l-kernel-{os.getpid()}-def456"
+    unknown = tmp_path / "b2l-kernel-ghi789"
+    for d in (gone, mine, unknown):
+        (d / "sock").mkdir(parents=True)
+    _reap_kernel_folders(tmp_path)
+    assert not gone.exists() and mine.exists() and unknown.exists()

@@ -59,6 +59,16 @@ def _socket_home() -> Path:
     return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
 
 
+def _reap_kernel_folders(home: Path) -> None:
+    """Remove the socket folders of kernels whose grader process has gone (killed before its clean-up)."""
+    from .sandbox import _owner_alive
+
+    for d in home.glob("b2l-kernel-*"):
+        owner = d.name[len("b2l-kernel-"):]
+        if d.is_dir() and not d.is_symlink() and "-" in owner and not _owner_alive(owner):
+            shutil.rmtree(d, ignore_errors=True)
+
+
 class SandboxedKernelManager(AsyncKernelManager):
     """A kernel started inside the sandbox, connected to nbgrader through Unix sockets in its own folder.
 
@@ -72,7 +82,9 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self._box = Path(tempfile.mkdtemp(prefix="b2l-kernel-", dir=_socket_home()))
+        _reap_kernel_folders(_socket_home())
+        # The owner's pid leads the name, so that a folder left by a killed grader is removed later.
+        self._box = Path(tempfile.mkdtemp(prefix=f"b2l-kernel-{os.getpid()}-", dir=_socket_home()))
         (self._box / "conn").mkdir()
         (self._box / "sock").mkdir()
         self.transport = "ipc"

@@ -97,16 +97,6 @@ def package_dir() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
-def _visible_roots() -> list[Path]:
-    """Folders a grading sandbox may read, as :mod:`bytes2logits.kit.sandbox` mounts them: the interpreter,
-    the virtual environment, the folder holding the package, the asset cache."""
-    from .. import assets
-
-    roots = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), package_dir().parent,
-             Path(sys.executable).resolve().parent.parent, assets.cache_dir().expanduser().resolve()}
-    return sorted(roots)
-
-
 def cache_root() -> Path:
     """Where redacted copies are kept: ``$XDG_CACHE_HOME`` (or ``~/.cache``) ``/bytes2logits-grading/redacted``.
 
@@ -117,7 +107,9 @@ def cache_root() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
     root = (base / "bytes2logits-grading").resolve() / "redacted"
-    for seen in _visible_roots():
+    from .sandbox import _readable_paths
+
+    for seen in _readable_paths():
         if root == seen or seen in root.parents:
             raise RedactError(f"the grading cache {root} lies inside {seen}, which grading sandboxes can read; "
                               "set XDG_CACHE_HOME to a folder outside it")

@@ -31,6 +31,11 @@ def records_of(impl, buf, size: int, start: int, n_tensors: int, alignment: int 
     c = impl.Cursor(buf, size)
     c.pos = start
     infos = impl.read_tensor_infos(c, n_tensors, alignment)
+    return infos, plain_records(infos, n_tensors), c.pos
+
+
+def plain_records(infos, n_tensors: int) -> list[tuple]:
+    """The learner's tensor records as plain tuples, the ggml type as its value; each checked on the way."""
     assert type(infos) is list and len(infos) == n_tensors, \
         "read_tensor_infos must return a list, one record per tensor"
     out = []
@@ -41,7 +46,7 @@ def records_of(impl, buf, size: int, start: int, n_tensors: int, alignment: int 
         assert parts is not None and parts[0] == "GGMLType", "a record's ggml_type must be a GGMLType member"
         assert type(info[1]) is tuple and all(type(d) is int for d in info[1]), "dims must be a tuple of ints"
         out.append((info[0], info[1], parts[2], info[3], info[4], info[5]))
-    return infos, out, c.pos
+    return out
 
 
 def tensors_of(impl, data: bytes, n_tensors: int, start: int = 24, alignment: int = 32):
@@ -219,15 +224,7 @@ def place_timed(impl, data: bytes, n: int, folder: Path) -> tuple[float, list, l
         path = files.file_for(impl, data, "many.gguf", folder)
         out, seconds = timed(place, *names, str(path), n, len(data))
     records, placed, end = out[0]
-    assert type(records) is list and len(records) == n, "read_tensor_infos must return a list, one record per tensor"
-    plain = []
-    for r in records:
-        assert isinstance(r, tuple) and len(r) == 6, \
-            "each record must be a RawTensorInfo(name, dims, ggml_type, offset, nbytes, at)"
-        parts = files.enum_parts(r[2])
-        assert parts is not None and parts[0] == "GGMLType", "a record's ggml_type must be a GGMLType member"
-        plain.append((r[0], r[1], parts[2], r[3], r[4], r[5]))
-    return seconds, plain, files.tensor_records(placed), end
+    return seconds, plain_records(records, n), files.tensor_records(placed), end
 
 
 def test_tensor_records_are_read_and_placed_in_n_log_n(impl, reference, tmp_path):
